@@ -1,0 +1,156 @@
+"""Judging measurements against references (DESIGN.md §7): pure.
+
+A reference follows ReFrame's model with names: ``{ref: 48.0, lower: -0.08, upper: null, unit: GB/s}``.
+``lower``/``upper`` are signed fractions of ``ref`` (null = unbounded); with ``ref: 0`` they are absolute
+values. ``xfail: "reason"`` waives a failure with that reason (the verdict is WAIVED, never PASS).
+Baseline keys are dotted strings (``nccl.busbw.sendrecv.pair.rail3.1GiB``); a site's patterns use fnmatch
+wildcards and the most specific matching pattern (most literal characters) wins.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Outcome(enum.StrEnum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"  # the measurement could not be made for reasons outside the hardware (job lost, ...)
+    WAIVED = "waived"
+
+
+@dataclass(frozen=True)
+class Reference:
+    ref: float
+    lower: float | None = None
+    upper: float | None = None
+    unit: str = ""
+    xfail: str | None = None
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """Absolute (low, high) limits."""
+        if self.ref == 0:
+            return self.lower, self.upper
+        lo = None if self.lower is None else self.ref * (1 + self.lower)
+        hi = None if self.upper is None else self.ref * (1 + self.upper)
+        return lo, hi
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judged subject. ``subject`` is what a ``-k`` selects on (``node03-node07:rail5:1GiB``)."""
+
+    check: str
+    family: str
+    subject: str
+    outcome: Outcome
+    message: str
+    value: float | str | None = None
+    ref: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    unit: str = ""
+    evidence: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.check}[{self.subject}]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check, "family": self.family, "subject": self.subject,
+            "outcome": self.outcome.value, "message": self.message, "value": self.value,
+            "ref": self.ref, "lower": self.lower, "upper": self.upper, "unit": self.unit,
+            "evidence": list(self.evidence), "labels": dict(self.labels),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
+        return cls(
+            check=d["check"], family=d["family"], subject=d["subject"], outcome=Outcome(d["outcome"]),
+            message=d["message"], value=d.get("value"), ref=d.get("ref"), lower=d.get("lower"),
+            upper=d.get("upper"), unit=d.get("unit", ""), evidence=tuple(d.get("evidence", ())),
+            labels=dict(d.get("labels", {})),
+        )
+
+
+def lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
+    """The reference whose pattern matches ``key`` most specifically, or None."""
+    best: tuple[int, Reference] | None = None
+    for pattern, reference in baselines.items():
+        if fnmatch.fnmatchcase(key, pattern):
+            score = len(pattern.replace("*", "").replace("?", ""))
+            if best is None or score > best[0]:
+                best = (score, reference)
+    return None if best is None else best[1]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def judge(
+    check: str,
+    family: str,
+    subject: str,
+    value: float,
+    reference: Reference | None,
+    *,
+    what: str,
+    context: str = "",
+    evidence: tuple[str, ...] = (),
+    labels: Mapping[str, str] | None = None,
+) -> Verdict:
+    """Judge a number against its reference. No reference: SKIP saying which key lacks one (never PASS)."""
+    ctx = f" [{context}]" if context else ""
+    if reference is None:
+        return Verdict(check, family, subject, Outcome.SKIP,
+                       f"{what}={_fmt(value)}: no baseline for this key{ctx}", value=value,
+                       evidence=evidence, labels=dict(labels or {}))
+    lo, hi = reference.bounds()
+    unit = reference.unit
+    rel = ""
+    if reference.ref:
+        pct = (value / reference.ref - 1) * 100
+        rel = f"{pct:+.0f}%"
+    if lo is not None and value < lo:
+        outcome, msg = Outcome.FAIL, f"{what}={_fmt(value)} {unit} is below {_fmt(lo)} (ref {_fmt(reference.ref)}, {rel})"
+    elif hi is not None and value > hi:
+        outcome, msg = Outcome.FAIL, f"{what}={_fmt(value)} {unit} is above {_fmt(hi)} (ref {_fmt(reference.ref)}, {rel})"
+    else:
+        span = f"[{'-inf' if lo is None else _fmt(lo)}, {'inf' if hi is None else _fmt(hi)}]"
+        outcome, msg = Outcome.PASS, f"{what}={_fmt(value)} {unit} within {span} (ref {_fmt(reference.ref)})"
+    if outcome is Outcome.FAIL and reference.xfail:
+        outcome, msg = Outcome.WAIVED, f"{msg}; waived: {reference.xfail}"
+    return Verdict(check, family, subject, outcome, msg.replace("  ", " ") + ctx, value=value, ref=reference.ref,
+                   lower=lo, upper=hi, unit=unit, evidence=evidence, labels=dict(labels or {}))
+
+
+def expect(
+    check: str,
+    family: str,
+    subject: str,
+    ok: bool,
+    message: str,
+    *,
+    value: float | str | None = None,
+    evidence: tuple[str, ...] = (),
+    labels: Mapping[str, str] | None = None,
+) -> Verdict:
+    """A yes/no verdict (a configuration fact: trust mode, PFC priority, module loaded...)."""
+    return Verdict(check, family, subject, Outcome.PASS if ok else Outcome.FAIL, message, value=value,
+                   evidence=evidence, labels=dict(labels or {}))
+
+
+def skip(check: str, family: str, subject: str, reason: str, evidence: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(check, family, subject, Outcome.SKIP, reason, evidence=evidence)
+
+
+def error(check: str, family: str, subject: str, reason: str, evidence: tuple[str, ...] = ()) -> Verdict:
+    return Verdict(check, family, subject, Outcome.ERROR, reason, evidence=evidence)

@@ -1,0 +1,23 @@
+"""Judges per check family: archived evidence -> parsed facts -> Verdicts. Pure (no I/O but reading the
+evidence objects handed in)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from clusteraccept.baselines import Verdict
+from clusteraccept.evidence import Evidence
+from clusteraccept.site import Site
+
+FAMILIES = ("topology", "gpudirect", "roce", "sharp", "nccl")
+
+# (Evidence, its archived path relative to the run dir)
+Archived = tuple[Evidence, str]
+
+
+def judge(family: str, site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:
+    """Verdicts of ``family`` over ``nodes`` from their archived evidence."""
+    module = importlib.import_module(f"clusteraccept.checks.{family}")
+    verdicts: list[Verdict] = module.judge(site, evidence, nodes)
+    return verdicts

@@ -1,0 +1,61 @@
+"""Node-side entry points that submitit runs (pickled by reference, so the package must be importable there).
+
+* :func:`collect_node` runs on every node of a probe job: the probes of each family, evidence only.
+* :func:`drive_campaign` runs on the first node of a campaign allocation and launches the rounds' srun
+  steps itself, all steps of a round at once, each bounded by the step timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from clusteraccept import runner
+from clusteraccept.evidence import Evidence, slug
+from clusteraccept.plan import CampaignJob, Step
+
+
+def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[Evidence]:
+    """Gather the evidence of every requested check family on this node (never judges)."""
+    from clusteraccept.probes import collect
+
+    out: list[Evidence] = []
+    for family in families:
+        for ev in collect(family, options):
+            out.append(replace(ev, meta={**ev.meta, "check": family}))
+    return out
+
+
+def _run_step(step: Step, timeout_s: float, round_label: str) -> Evidence:
+    ev = runner.run(step.argv, timeout_s=timeout_s, source="nccl-tests")
+    meta = {"check": "nccl", "kind": step.kind, "scope": step.scope, "collective": step.collective,
+            "subject": step.subject, "nodes": ",".join(step.nodes), "round": round_label,
+            "rail": "" if step.rail is None else str(step.rail)}
+    return replace(ev, host=step.subject, meta={**ev.meta, **meta})
+
+
+def drive_campaign(job: CampaignJob, step_timeout_s: float, spool: str | None = None) -> list[Evidence]:
+    """Run the campaign's rounds in order; the steps of one round run concurrently.
+
+    Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
+    killed half-way still leaves the evidence of the steps it finished.
+    """
+    results: list[Evidence] = []
+    spool_dir = Path(spool) if spool else None
+    if spool_dir:
+        spool_dir.mkdir(parents=True, exist_ok=True)
+    for rnd in job.rounds:
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, len(rnd.steps))) as pool:
+            evs = list(pool.map(lambda s: _run_step(s, step_timeout_s, rnd.label), rnd.steps))
+        wall = time.monotonic() - t0
+        for ev in evs:
+            ev = replace(ev, meta={**ev.meta, "round_wall_s": f"{wall:.3f}"})
+            results.append(ev)
+            if spool_dir:
+                (spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json").write_text(
+                    json.dumps(ev.to_dict()))
+    return results

@@ -1,0 +1,43 @@
+"""Pure parsers, one module per tool: ``parse(text: str) -> frozen dataclass``; ParseError on nonsense.
+
+TOOLS maps the tool name used on the command line (``python -m clusteraccept.parse TOOL FILE``) to its
+module in this package. Every module exposes ``parse(text: str)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+TOOLS: dict[str, str] = {
+    # issue 4: topology and GPUDirect
+    "nvidia-smi-topo": "nvidia_smi_topo",
+    "ibstat": "ibstat",
+    "ibv_devinfo": "ibv_devinfo",
+    "ibdev2netdev": "ibdev2netdev",
+    "rdma-link": "rdma_link",
+    "lsmod": "lsmod",
+    "perftest": "perftest",
+    "numactl": "numactl",
+    "lscpu": "lscpu",
+    "nccl-debug": "nccl_debug",
+    # issue 5: RoCE and SHARP
+    "mlnx_qos": "mlnx_qos",
+    "dcb-pfc": "dcb",
+    "show_gids": "show_gids",
+    "ethtool-stats": "ethtool_stats",
+    "sharp": "sharp",
+    # issue 6: nccl-tests and Slurm topology
+    "nccl-tests": "nccl_tests",
+    "scontrol-topology": "scontrol_topology",
+}
+
+
+def get(tool: str) -> Callable[[str], Any]:
+    """The ``parse`` function of ``tool``; KeyError names the known tools."""
+    if tool not in TOOLS:
+        raise KeyError(f"unknown tool {tool!r}; known: {', '.join(sorted(TOOLS))}")
+    module = importlib.import_module(f"clusteraccept.parsers.{TOOLS[tool]}")
+    fn: Callable[[str], Any] = module.parse
+    return fn

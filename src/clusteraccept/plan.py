@@ -1,0 +1,221 @@
+"""The plan (DESIGN.md §2): pure. Site -> the jobs a run submits.
+
+* one per-node probe job over all nodes (every node-side check family at once);
+* per block, one campaign allocation whose driver runs rounds of steps: intra-node collectives (every node
+  at once), then pair rounds (perfect matchings by the circle method; each pair with every rail at once),
+  then block-wide collectives;
+* one cross-block campaign over the sampled cross-block pairs and the whole-node-set collectives.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from clusteraccept.render import render_argv
+from clusteraccept.schema import format_size
+from clusteraccept.site import Site
+
+NODE_FAMILIES = ("topology", "gpudirect", "roce", "sharp")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One srun job step; ``subject`` is what a verdict (and ``-k``) names."""
+
+    kind: str  # node | pair | block
+    scope: str  # intra_node | pair_in_block | pair_cross_block | block | all
+    collective: str
+    nodes: tuple[str, ...]
+    rail: int | None
+    subject: str
+    argv: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.collective}:{self.subject}"
+
+
+@dataclass(frozen=True)
+class Round:
+    index: int
+    label: str
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class CampaignJob:
+    name: str
+    block: str
+    nodes: tuple[str, ...]
+    rounds: tuple[Round, ...]
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    name: str
+    nodes: tuple[str, ...]
+    families: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    probe_jobs: tuple[ProbeJob, ...]
+    campaign_jobs: tuple[CampaignJob, ...]
+
+    def steps(self) -> tuple[Step, ...]:
+        return tuple(s for j in self.campaign_jobs for r in j.rounds for s in r.steps)
+
+
+def circle_rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """Round-robin perfect matchings: n-1 rounds (n even) or n rounds with one bye each (n odd).
+
+    Every pair appears in exactly one round and no node twice in a round.
+    """
+    players: list[str | None] = list(nodes)
+    if len(players) < 2:
+        return []
+    if len(players) % 2:
+        players.append(None)  # the bye
+    n = len(players)
+    rounds: list[list[tuple[str, str]]] = []
+    for _ in range(n - 1):
+        pairs = []
+        for i in range(n // 2):
+            a, b = players[i], players[n - 1 - i]
+            if a is not None and b is not None:
+                pairs.append((a, b) if nodes.index(a) < nodes.index(b) else (b, a))
+        rounds.append(pairs)
+        players = [players[0], players[-1], *players[1:-1]]  # fix the first, rotate the rest
+    return rounds
+
+
+def cross_block_pairs(blocks: dict[str, tuple[str, ...]], partners: int, seed: int) -> list[tuple[str, str]]:
+    """Each node with ``partners`` random nodes of other blocks (seeded, deterministic); no pair twice."""
+    rng = random.Random(seed)
+    order = {n: i for i, n in enumerate(n for members in blocks.values() for n in members)}
+    pairs: set[tuple[str, str]] = set()
+    for name, members in blocks.items():
+        others = sorted(n for b, m in blocks.items() if b != name for n in m)
+        if not others:
+            continue
+        for node in members:
+            for partner in rng.sample(others, min(partners, len(others))):
+                pairs.add((node, partner) if order[node] < order[partner] else (partner, node))
+    return sorted(pairs, key=lambda p: (order[p[0]], order[p[1]]))
+
+
+def greedy_matchings(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Pack arbitrary pairs into rounds in which no node appears twice (first-fit)."""
+    rounds: list[tuple[list[tuple[str, str]], set[str]]] = []
+    for a, b in pairs:
+        for members, busy in rounds:
+            if a not in busy and b not in busy:
+                members.append((a, b))
+                busy.update((a, b))
+                break
+        else:
+            rounds.append(([(a, b)], {a, b}))
+    return [members for members, _ in rounds]
+
+
+def _bin(site: Site, collective: str) -> str:
+    return str(Path(site.tools.nccl_tests_bin or "nccl-tests-bin-not-configured") / f"{collective}_perf")
+
+
+def _step(site: Site, *, kind: str, scope: str, collective: str, nodes: tuple[str, ...], rail: int | None,
+          subject: str, tasks_per_node: int, env: dict[str, str]) -> Step:
+    n = site.nccl
+    argv = render_argv(
+        "srun_step.j2", nodes=nodes, ntasks=len(nodes) * tasks_per_node, ntasks_per_node=tasks_per_node,
+        step_time_min=max(1, -(-site.slurm.step_timeout_s // 60)), env=env, binary=_bin(site, collective),
+        min_bytes=n.min_bytes, max_bytes=n.max_bytes, step_factor=n.step_factor, iters=n.iters,
+        warmup_iters=n.warmup_iters,
+    )
+    return Step(kind, scope, collective, nodes, rail, subject, argv)
+
+
+def _pair_steps(site: Site, a: str, b: str, scope: str) -> list[Step]:
+    steps = []
+    rails = site.node_type(a).rails
+    for collective in site.nccl.pair_collectives:
+        for rail in rails:
+            # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that
+            # device and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
+            env = {"CUDA_VISIBLE_DEVICES": str(rail.gpu), "NCCL_IB_HCA": f"={rail.hca}:{rail.port}"}
+            steps.append(_step(site, kind="pair", scope=scope, collective=collective, nodes=(a, b),
+                               rail=rail.index, subject=f"{a}-{b}:rail{rail.index}", tasks_per_node=1, env=env))
+    return steps
+
+
+def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:
+    gpus = min(site.node_type(n).gpus for n in nodes)
+    return [_step(site, kind="block", scope=scope, collective=c, nodes=nodes, rail=None, subject=label,
+                  tasks_per_node=gpus, env={}) for c in site.nccl.block_collectives]
+
+
+def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob:
+    rounds: list[Round] = []
+    intra = [s for node in nodes
+             for s in _step_list_intra(site, node)]
+    if intra:
+        rounds.append(Round(len(rounds), "intra-node", tuple(intra)))
+    for pairs in circle_rounds(nodes):
+        steps = [s for a, b in pairs for s in _pair_steps(site, a, b, "pair_in_block")]
+        if steps:
+            rounds.append(Round(len(rounds), f"pairs {len(rounds)}", tuple(steps)))
+    if len(nodes) >= 2:
+        rounds.append(Round(len(rounds), "block", tuple(_block_steps(site, nodes, "block", block))))
+    return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
+
+
+def _step_list_intra(site: Site, node: str) -> list[Step]:
+    gpus = site.node_type(node).gpus
+    if gpus < 2:
+        return []
+    return [_step(site, kind="node", scope="intra_node", collective="all_reduce", nodes=(node,), rail=None,
+                  subject=node, tasks_per_node=gpus, env={})]
+
+
+def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | None:
+    if len(blocks) < 2:
+        return None
+    pairs = cross_block_pairs(blocks, site.nccl.cross_block_partners, site.nccl.seed)
+    rounds = [Round(i, f"cross-block pairs {i}",
+                    tuple(s for a, b in matching for s in _pair_steps(site, a, b, "pair_cross_block")))
+              for i, matching in enumerate(greedy_matchings(pairs))]
+    all_nodes = tuple(n for m in blocks.values() for n in m)
+    rounds.append(Round(len(rounds), "all nodes", tuple(_block_steps(site, all_nodes, "all", "all"))))
+    return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
+
+
+def make_plan(site: Site, blocks: dict[str, tuple[str, ...]] | None = None,
+              families: Sequence[str] = NODE_FAMILIES, nccl: bool = True) -> Plan:
+    """The jobs of a run. ``blocks`` overrides the site's (e.g. read from ``scontrol show topology``)."""
+    blocks = blocks if blocks is not None else site.blocks
+    probes = (ProbeJob("probe-nodes", site.nodes, tuple(families)),) if families else ()
+    campaigns: list[CampaignJob] = []
+    if nccl:
+        campaigns = [plan_campaign(site, name, members) for name, members in blocks.items()]
+        cross = plan_cross(site, blocks)
+        if cross is not None:
+            campaigns.append(cross)
+    return Plan(probes, tuple(campaigns))
+
+
+def describe(plan: Plan) -> dict[str, object]:
+    """The plan as results.json records it."""
+    return {
+        "probe_jobs": [{"name": j.name, "nodes": list(j.nodes), "families": list(j.families)}
+                       for j in plan.probe_jobs],
+        "campaign_jobs": [{
+            "name": j.name, "block": j.block, "nodes": list(j.nodes),
+            "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],
+        } for j in plan.campaign_jobs],
+        "sizes": None,
+    }
+
+
+__all__ = ["CampaignJob", "Plan", "ProbeJob", "Round", "Step", "format_size", "make_plan"]

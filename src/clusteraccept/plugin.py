@@ -1,0 +1,215 @@
+"""The only pytest glue (DESIGN.md §9): options, fixtures, parametrization by subject, state in config.stash.
+
+Suite tests are declared with :func:`check` and parametrized by the subjects of the site (``-k node07``,
+``-k rail3``). The run itself (plan, submit, archive, judge) happens once per run, under a lock in the run
+directory, so pytest-xdist workers share one submission.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from clusteraccept import session
+from clusteraccept.baselines import Verdict
+from clusteraccept.errors import SiteConfigError
+from clusteraccept.outcome import Judged, matching
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.rundir import locked, make_run_dir, new_run_id, read_json
+from clusteraccept.site import Site, load_site
+from clusteraccept.subjects import subjects
+
+F = TypeVar("F", bound=Callable[..., Any])
+MARK = "ca_check"
+
+
+def check(name: str, *, family: str, per: str) -> Callable[[F], F]:
+    """Declare a suite test as the pytest face of check ``name``, one test per subject of kind ``per``."""
+
+    def deco(fn: F) -> F:
+        marked: F = getattr(pytest.mark, family)(pytest.mark.ca_check(name, family=family, per=per)(fn))
+        return marked
+
+    return deco
+
+
+@dataclass
+class State:
+    site: Site | None = None
+    run_dir: Path | None = None
+    run_id: str | None = None
+    dry_run: bool = False
+    rejudge: Path | None = None
+    executor: str | None = None
+    families: tuple[str, ...] = ()
+    nccl: bool = False
+    subjects: frozenset[str] | None = None
+    results: dict[str, Any] | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+STATE = pytest.StashKey[State]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("clusteraccept", "cluster acceptance")
+    g.addoption("--site", default=None, help="site name (site-configs/NAME.yaml) or path to a site file")
+    g.addoption("--dry-run", action="store_true", default=False,
+                help="render every job script into the run's jobs/ and submit nothing")
+    g.addoption("--reports-dir", default=None, help="where runs are written (default: reports/)")
+    g.addoption("--run-id", default=None, help="run id (default: UTC timestamp + random suffix)")
+    g.addoption("--executor", default=None, choices=("slurm", "local", "debug"),
+                help="override the site's submitit executor")
+    g.addoption("--rejudge", default=None, metavar="RUN_DIR",
+                help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing")
+
+
+def _configs_dir(config: pytest.Config) -> Path:
+    return Path(os.environ.get("CLUSTERACCEPT_SITE_CONFIGS", REPO_ROOT / "site-configs"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ca_check(name, family, per): a clusteraccept check")
+    for fam in ("topology", "gpudirect", "roce", "sharp", "nccl"):
+        config.addinivalue_line("markers", f"{fam}: clusteraccept {fam} checks")
+    state = State()
+    config.stash[STATE] = state
+    site_opt = config.getoption("--site")
+    if not site_opt:
+        return
+    try:
+        state.site = load_site(site_opt, _configs_dir(config))
+    except SiteConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state.dry_run = config.getoption("--dry-run")
+    state.executor = config.getoption("--executor")
+    rejudge = config.getoption("--rejudge")
+    if rejudge:
+        state.rejudge = Path(rejudge)
+        if not (state.rejudge / session.RESULTS).exists():
+            raise pytest.UsageError(f"--rejudge {rejudge}: expected a run directory with results.json, "
+                                    "got none there")
+        state.run_dir, state.run_id = state.rejudge, state.rejudge.name
+        return
+    reports = Path(config.getoption("--reports-dir") or REPO_ROOT / "reports")
+    workerinput = getattr(config, "workerinput", None)
+    state.run_id = (workerinput or {}).get("ca_run_id") or config.getoption("--run-id") or new_run_id()
+    if workerinput is None:
+        state.run_dir = make_run_dir(reports, state.site.name, state.run_id)
+    else:
+        state.run_dir = reports / state.site.name / state.run_id
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist (controller): every worker joins the controller's run."""
+    node.workerinput["ca_run_id"] = node.config.stash[STATE].run_id
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    mark = metafunc.definition.get_closest_marker(MARK)
+    if mark is None or "subject" not in metafunc.fixturenames:
+        return
+    site = metafunc.config.stash[STATE].site
+    subs = subjects(site, mark.kwargs["per"]) if site is not None else []
+    metafunc.parametrize("subject", subs, ids=subs)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[STATE]
+    if state.site is None and any(i.get_closest_marker(MARK) for i in items):
+        available = sorted(p.stem for p in _configs_dir(config).glob("*.yaml"))
+        raise pytest.UsageError(f"suites/ need --site NAME (available: {', '.join(available)})")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the selected tests need decides what is submitted (``-k rail3`` submits only rail 3)."""
+    state = session.config.stash[STATE]
+    marks = [(i.get_closest_marker(MARK), i) for i in session.items]
+    selected = [(m, i) for m, i in marks if m is not None]
+    state.families = tuple(dict.fromkeys(m.kwargs["family"] for m, _ in selected if m.kwargs["family"] != "nccl"))
+    nccl_items = [i for m, i in selected if m.kwargs["family"] == "nccl"]
+    state.nccl = bool(nccl_items)
+    if state.site is not None and nccl_items:
+        wanted = frozenset(i.callspec.params["subject"] for i in nccl_items if hasattr(i, "callspec"))
+        every = frozenset(subjects(state.site, "pair_rail") + subjects(state.site, "intra_node")
+                          + subjects(state.site, "block"))
+        state.subjects = None if every <= wanted else wanted
+
+
+def _results(config: pytest.Config) -> dict[str, Any]:
+    state = config.stash[STATE]
+    if state.results is not None:
+        return state.results
+    assert state.site is not None and state.run_dir is not None
+    if state.rejudge is not None:
+        with locked(state.run_dir):
+            state.results = session.rejudge(state.site, state.run_dir)
+    else:
+        path = state.run_dir / session.RESULTS
+        with locked(state.run_dir):
+            if path.exists():
+                state.results = read_json(path)
+            else:
+                state.results = session.execute(session.Request(
+                    site=state.site, run_dir=state.run_dir, families=state.families, nccl=state.nccl,
+                    subjects=state.subjects, dry_run=state.dry_run, executor=state.executor))
+    state.verdicts = [Verdict.from_dict(v) for v in state.results.get("verdicts", [])]
+    return state.results
+
+
+@pytest.fixture(scope="session")
+def ca_site(pytestconfig: pytest.Config) -> Site:
+    site = pytestconfig.stash[STATE].site
+    if site is None:
+        pytest.skip("no --site given")
+    return site
+
+
+@pytest.fixture(scope="session")
+def ca_run_dir(pytestconfig: pytest.Config, ca_site: Site) -> Path:
+    run_dir = pytestconfig.stash[STATE].run_dir
+    assert run_dir is not None
+    return run_dir
+
+
+@pytest.fixture
+def judged(request: pytest.FixtureRequest, record_property: Callable[[str, object], None], ca_site: Site) -> Judged:
+    """The verdicts of this test's (check, subject), with ``assert_accepted()``."""
+    mark = request.node.get_closest_marker(MARK)
+    assert mark is not None, "use @check(...) on suite tests"
+    results = _results(request.config)
+    state = request.config.stash[STATE]
+    subject = request.node.callspec.params["subject"]
+    return Judged(mark.args[0], subject, matching(state.verdicts, mark.args[0], subject),
+                  results.get("jobs", []), bool(results.get("dry_run")), record_property)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.run_dir is None or hasattr(session.config, "workerinput"):
+        return
+    path = state.run_dir / "results.json"
+    if path.exists():
+        from clusteraccept.report import write_reports
+
+        write_reports(state.run_dir)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None or state.run_dir is None:
+        return
+    terminalreporter.write_sep("-", "clusteraccept")
+    sim = " (SIMULATED HARDWARE)" if state.site is not None and state.site.simulated else ""
+    terminalreporter.write_line(f"site {state.site.name if state.site else '?'}{sim}: run {state.run_dir}")
+    for name in ("results.json", "junit.xml", "report.html"):
+        if (state.run_dir / name).exists():
+            terminalreporter.write_line(f"  {state.run_dir / name}")
+    if state.dry_run:
+        terminalreporter.write_line(f"  dry run: job scripts in {state.run_dir / 'jobs'}")

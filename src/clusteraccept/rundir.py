@@ -1,0 +1,53 @@
+"""Run directories: ``reports/<site>/<run-id>/`` with raw/, jobs/, results.json, junit.xml, report.html."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """UTC timestamp + short random suffix: a nightly and a manual run never clobber each other."""
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(2)}"
+
+
+def make_run_dir(reports_dir: Path, site: str, run_id: str) -> Path:
+    run_dir = reports_dir / site / run_id
+    for sub in ("raw", "jobs"):
+        (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    latest = reports_dir / site / "latest"
+    tmp = latest.with_name(f".latest.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    tmp.symlink_to(run_id)
+    tmp.replace(latest)  # atomic: readers never see a missing link
+    return run_dir
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """An exclusive lock on the run (xdist workers: exactly one submits, the others wait and read)."""
+    with (run_dir / ".lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

@@ -1,0 +1,148 @@
+"""One run, end to end and one way: plan -> submit -> archive raw/ -> parse+judge -> results.json.
+
+The plugin calls :func:`execute` once per run (under the run lock, so pytest-xdist workers share it) and
+:func:`rejudge` for ``--rejudge RUN_DIR``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clusteraccept import checks
+from clusteraccept.baselines import Verdict
+from clusteraccept.evidence import Evidence, archive, load
+from clusteraccept.plan import CampaignJob, Plan, describe, make_plan
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.rundir import read_json, write_json
+from clusteraccept.site import Site
+from clusteraccept.submit import JobLayer, JobOutcome
+
+RESULTS = "results.json"
+
+
+@dataclass(frozen=True)
+class Request:
+    site: Site
+    run_dir: Path
+    families: tuple[str, ...]
+    nccl: bool
+    subjects: frozenset[str] | None = None  # campaign step subjects selected (-k); None = all
+    dry_run: bool = False
+    executor: str | None = None
+
+
+def _filter(plan: Plan, subjects: frozenset[str] | None) -> Plan:
+    if subjects is None:
+        return plan
+    jobs: list[CampaignJob] = []
+    for job in plan.campaign_jobs:
+        rounds = tuple(replace(r, steps=tuple(s for s in r.steps if s.subject in subjects)) for r in job.rounds)
+        rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
+        if rounds:
+            jobs.append(replace(job, rounds=rounds))
+    return replace(plan, campaign_jobs=tuple(jobs))
+
+
+def git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, check=False)
+    except OSError:
+        return "unknown"
+    rev = out.stdout.strip() or "unknown"
+    return rev + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def baselines_hash(site: Site) -> str:
+    source = Path(site.baselines_file or site.file)
+    return hashlib.sha256(source.read_bytes()).hexdigest()[:16] if source.exists() else ""
+
+
+def _header(req: Request, plan: Plan) -> dict[str, Any]:
+    site = req.site
+    return {
+        "schema": 1,
+        "site": site.name, "site_file": site.file, "run_id": req.run_dir.name,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"), "ended": None,
+        "operator": getpass.getuser(), "suite_revision": git_revision(),
+        "simulated": site.simulated, "dry_run": req.dry_run,
+        "executor": req.executor or site.slurm.executor,
+        "baselines_file": site.baselines_file or site.file, "baselines_sha256": baselines_hash(site),
+        "plan": describe(plan),
+    }
+
+
+def _outcome_dict(o: JobOutcome) -> dict[str, Any]:
+    return {"name": o.name, "job_id": o.job_id, "state": o.state, "missing": list(o.missing),
+            "message": o.message, "evidence_count": len(o.evidence)}
+
+
+def judge_all(site: Site, archived: dict[str, list[tuple[Evidence, str]]], families: tuple[str, ...],
+              nccl: bool) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    for family in (*families, *(("nccl",) if nccl else ())):
+        verdicts.extend(checks.judge(family, site, archived.get(family, []), site.nodes))
+    return verdicts
+
+
+def execute(req: Request) -> dict[str, Any]:
+    plan = _filter(make_plan(req.site, families=req.families, nccl=req.nccl), req.subjects)
+    results = _header(req, plan)
+    layer = JobLayer(req.site, req.run_dir, dry_run=req.dry_run, executor=req.executor)
+    options = probe_options(req.site)
+    for pj in plan.probe_jobs:
+        layer.submit_probes(pj, options)
+    for cj in plan.campaign_jobs:
+        layer.submit_campaign(cj)
+    outcomes = layer.wait()
+    results["jobs"] = [_outcome_dict(o) for o in outcomes]
+    archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
+    raw = req.run_dir / "raw"
+    for o in outcomes:
+        for ev in o.evidence:  # archive everything BEFORE any parser sees it
+            family = ev.meta.get("check", "misc")
+            path = archive(ev, raw, family)
+            archived[family].append((ev, str(path.relative_to(req.run_dir))))
+    verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl)
+    results["verdicts"] = [v.to_dict() for v in verdicts]
+    results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
+    results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
+    write_json(req.run_dir / RESULTS, results)
+    return results
+
+
+def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
+    """Re-parse the archived raw/ evidence of ``run_dir`` and judge it against the current site. No job."""
+    results: dict[str, Any] = read_json(run_dir / RESULTS)
+    archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
+    for path in sorted((run_dir / "raw").glob("*/*/*.json")):
+        ev = load(path)
+        archived[ev.meta.get("check", path.parent.parent.name)].append((ev, str(path.relative_to(run_dir))))
+    families = tuple(f for f in results.get("families", []) if f != "nccl")
+    verdicts = judge_all(site, archived, families, "nccl" in results.get("families", []))
+    results["verdicts"] = [v.to_dict() for v in verdicts]
+    results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["baselines_sha256"] = baselines_hash(site)
+    write_json(run_dir / RESULTS, results)
+    return results
+
+
+def probe_options(site: Site) -> dict[str, object]:
+    """What node-side probes need from the site (plain data: it is pickled to the nodes)."""
+    return {
+        "node_rails": {n: [{"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev}
+                           for r in site.node_type(n).rails] for n in site.nodes},
+        "perftest_bin": site.tools.perftest_bin,
+        "sharp_hello": list(site.sharp.hello) if site.sharp.enabled else [],
+        "roce": site.roce is not None,
+        "timeout_s": 60,
+    }

@@ -1,0 +1,38 @@
+"""The subjects a check is judged on, known from the site and the plan before anything runs.
+
+Suite tests are parametrized by these (so ``-k node07`` and ``-k rail3`` select), and judges name their
+verdicts with the same strings.
+"""
+
+from __future__ import annotations
+
+from clusteraccept.plan import make_plan
+from clusteraccept.site import Site
+
+PER = ("node", "gpu", "rail", "pair_rail", "intra_node", "block")
+
+
+def gpu_subject(node: str, gpu: int) -> str:
+    return f"{node}:gpu{gpu}"
+
+
+def rail_subject(node: str, rail: int) -> str:
+    return f"{node}:rail{rail}"
+
+
+def subjects(site: Site, per: str) -> list[str]:
+    if per == "node":
+        return list(site.nodes)
+    if per == "gpu":
+        return [gpu_subject(n, g) for n in site.nodes for g in range(site.node_type(n).gpus)]
+    if per == "rail":
+        return [rail_subject(n, r.index) for n in site.nodes for r in site.node_type(n).rails]
+    plan = make_plan(site, families=())
+    steps = plan.steps()
+    if per == "pair_rail":
+        return list(dict.fromkeys(s.subject for s in steps if s.kind == "pair"))
+    if per == "intra_node":
+        return list(dict.fromkeys(s.subject for s in steps if s.kind == "node"))
+    if per == "block":
+        return list(dict.fromkeys(s.subject for s in steps if s.kind == "block"))
+    raise ValueError(f"unknown subject kind {per!r}; known: {', '.join(PER)}")

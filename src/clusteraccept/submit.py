@@ -1,0 +1,266 @@
+"""The ONE module that talks to Slurm (through submitit): site + planned job -> executor, submission, results.
+
+Two job shapes (DESIGN.md §3): a per-node probe job (one task on every node, ``job.task(i).result()`` per
+node) and a campaign driver (one allocation, ``slurm_use_srun=False``: the driver launches its own steps).
+``dry_run`` writes each sbatch script (submitit's own text) and each inner step line into ``jobs/``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.core.utils import FailedJobError, FailedSubmissionError, UncompletedJobError
+from submitit.slurm.slurm import _make_sbatch_string
+
+from clusteraccept.errors import SubmitError
+from clusteraccept.evidence import Evidence
+from clusteraccept.plan import CampaignJob, ProbeJob
+from clusteraccept.render import render
+from clusteraccept.site import Site
+
+# Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                "BOOT_FAIL", "DEADLINE", "REVOKED"}
+GRACE_S = 120.0
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What came back from one planned job. ``missing`` names the nodes/steps that returned nothing."""
+
+    name: str
+    job_id: str | None
+    state: str
+    evidence: tuple[Evidence, ...] = ()
+    missing: tuple[str, ...] = ()
+    message: str = ""
+    script: str | None = None
+
+
+@dataclass
+class _Pending:
+    name: str
+    job: Any
+    nodes: tuple[str, ...]
+    kind: str
+    deadline: float
+    spool: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def slurm_parameters(site: Site, *, name: str, nodes: int, tasks_per_node: int, use_srun: bool,
+                     nodelist: Sequence[str] = (), extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters (names of ``_make_sbatch_string``) for one job. Pure."""
+    s = site.slurm
+    params: dict[str, Any] = {
+        "job_name": f"clusteraccept-{name}",
+        "nodes": nodes,
+        "ntasks_per_node": tasks_per_node,
+        "time": s.time_limit_min,
+        "use_srun": use_srun,
+        "setup": render("sbatch_setup.j2", setup=site.setup, env=site.env).splitlines(),
+        "stderr_to_stdout": False,
+    }
+    gpus = min(nt.gpus for nt in site.node_types)
+    if gpus:
+        params["gpus_per_node"] = gpus
+    for key in ("partition", "account", "qos", "constraint"):
+        value = getattr(s, key)
+        if value:
+            params[key] = value
+    if s.exclusive:
+        params["exclusive"] = True
+    additional: dict[str, Any] = {}
+    if s.reservation:
+        additional["reservation"] = s.reservation
+    if nodelist:
+        params["nodelist"] = ",".join(nodelist)
+    additional.update(extra or {})
+    additional.update(s.sbatch_options)
+    if additional:
+        params["additional_parameters"] = additional
+    return params
+
+
+def python_of(site: Site) -> str:
+    return site.slurm.python or sys.executable
+
+
+class JobLayer:
+    """Submits planned jobs and gathers what they return. ``executor``: slurm | local | debug."""
+
+    def __init__(self, site: Site, run_dir: Path, *, dry_run: bool = False, executor: str | None = None) -> None:
+        self.site = site
+        self.run_dir = run_dir
+        self.dry_run = dry_run
+        self.executor_name = executor or site.slurm.executor
+        self.jobs_dir = run_dir / "jobs"
+        self.submitit_dir = run_dir / "submitit"
+        self._pending: list[_Pending] = []
+        self.outcomes: list[JobOutcome] = []
+
+    # --- executors -------------------------------------------------------------------------------------
+    def _executor(self, name: str, params: dict[str, Any]) -> Any:
+        folder = self.submitit_dir / name / "%j"
+        if self.executor_name == "slurm":
+            ex = submitit.SlurmExecutor(folder=folder, python=shlex.quote(python_of(self.site)),
+                                        max_num_timeout=0)
+            ex.update_parameters(**params)
+            return ex
+        auto = submitit.AutoExecutor(folder=folder, cluster=self.executor_name)
+        auto.update_parameters(timeout_min=params["time"], tasks_per_node=1, nodes=1)
+        return auto
+
+    def _script(self, name: str, params: dict[str, Any]) -> str:
+        command = " ".join([shlex.quote(python_of(self.site)), "-u -m submitit.core._submit",
+                            shlex.quote(str(self.submitit_dir / name / "%j"))])
+        return _make_sbatch_string(command=command, folder=self.submitit_dir / name / "%j", **params)
+
+    def _write_script(self, name: str, text: str) -> Path:
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        path = self.jobs_dir / f"{name}.sbatch"
+        path.write_text(text)
+        return path
+
+    def _submit(self, name: str, params: dict[str, Any], fn: Any, *args: Any) -> Any:
+        try:
+            return self._executor(name, params).submit(fn, *args)
+        except (FailedSubmissionError, FailedJobError, OSError) as exc:
+            text = str(exc)
+            lines = [ln for ln in text.splitlines() if "sbatch:" in ln or "error" in ln.lower()]
+            raise SubmitError(f"sbatch refused job {name}: {(lines or [text])[-1].strip()}") from None
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.site.slurm.time_limit_min * 60 + GRACE_S
+
+    # --- submission ------------------------------------------------------------------------------------
+    def submit_probes(self, job: ProbeJob, options: dict[str, object]) -> None:
+        from clusteraccept.driver import collect_node
+
+        local = self.executor_name != "slurm"
+        params = slurm_parameters(self.site, name=job.name, nodes=1 if local else len(job.nodes),
+                                  tasks_per_node=1, use_srun=True, nodelist=() if local else job.nodes,
+                                  extra={"no-kill": True})
+        script = self._script(job.name, params)
+        self._write_script(job.name, script)
+        if self.dry_run:
+            self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
+            return
+        try:
+            sub = self._submit(job.name, params, collect_node, job.families, options)
+        except SubmitError as exc:
+            self.outcomes.append(JobOutcome(job.name, None, "SUBMIT_ERROR", missing=job.nodes, message=str(exc)))
+            return
+        self._pending.append(_Pending(job.name, sub, job.nodes, "probe", self._deadline()))
+
+    def submit_campaign(self, job: CampaignJob) -> None:
+        from clusteraccept.driver import drive_campaign
+
+        params = slurm_parameters(self.site, name=job.name, nodes=len(job.nodes), tasks_per_node=1,
+                                  use_srun=False, nodelist=job.nodes)
+        script = self._script(job.name, params)
+        self._write_script(job.name, script)
+        steps_file = self.jobs_dir / f"{job.name}.steps.sh"
+        lines = [f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
+                 + "".join(shlex.join(s.argv) + " &\n" for s in r.steps) + "wait\n" for r in job.rounds]
+        steps_file.write_text("#!/bin/bash\n# Inner job steps the campaign driver launches, round by round.\n"
+                              + "".join(lines))
+        if self.dry_run:
+            self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
+            return
+        spool = self.run_dir / "spool" / job.name
+        try:
+            sub = self._submit(job.name, params, drive_campaign, job, float(self.site.slurm.step_timeout_s),
+                               str(spool))
+        except SubmitError as exc:
+            self.outcomes.append(JobOutcome(job.name, None, "SUBMIT_ERROR",
+                                            missing=tuple(s.subject for r in job.rounds for s in r.steps),
+                                            message=str(exc)))
+            return
+        steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps)
+        self._pending.append(_Pending(job.name, sub, steps, "campaign", self._deadline(), spool))
+
+    # --- results ---------------------------------------------------------------------------------------
+    def wait(self, poll_s: float = 0.5) -> list[JobOutcome]:
+        """Wait (bounded) for every submitted job and turn what came back into outcomes."""
+        while self._pending:
+            for p in list(self._pending):
+                done = _job_done(p.job)
+                if done or time.monotonic() > p.deadline:
+                    self._pending.remove(p)
+                    self.outcomes.append(self._collect(p, timed_out=not done))
+            if self._pending:
+                time.sleep(poll_s)
+        return self.outcomes
+
+    def _collect(self, p: _Pending, timed_out: bool) -> JobOutcome:
+        job_id = str(getattr(p.job, "job_id", "")) or None
+        if timed_out:
+            _cancel(p.job)
+        state = "WAIT_TIMEOUT" if timed_out else _job_state(p.job)
+        evidence: list[Evidence] = []
+        errors: list[str] = []
+        if p.kind == "probe":
+            for i in range(len(p.nodes) if self.executor_name == "slurm" else 1):
+                try:
+                    evidence.extend(p.job.task(i).result())
+                except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
+                    errors.append(f"task {i}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+            got = {ev.host for ev in evidence}
+            missing = tuple(n for n in p.nodes if n not in got) if self.executor_name == "slurm" else ()
+        else:
+            try:
+                evidence.extend(p.job.result())
+            except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
+                errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                evidence.extend(_read_spool(p.spool))
+            got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
+            missing = tuple(s for s in p.nodes if s not in got)
+        msg = f"Slurm job {job_id} ended {state}"
+        if missing:
+            msg += f"; nothing came back from {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
+        if errors and (missing or state not in ("COMPLETED", "FINISHED", "DONE")):
+            msg += f" ({errors[0]})"
+        return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
+
+
+def _job_done(job: Any) -> bool:
+    try:
+        return bool(job.done())
+    except Exception:  # submitit raises various errors while sacct lags; treat as not done yet
+        return False
+
+
+def _job_state(job: Any) -> str:
+    try:
+        return str(job.state).split()[0]
+    except Exception:
+        return "UNKNOWN"
+
+
+def _cancel(job: Any) -> None:
+    try:
+        job.cancel(check=False)
+    except Exception:
+        pass
+
+
+def _read_spool(spool: Path | None) -> list[Evidence]:
+    if spool is None or not spool.is_dir():
+        return []
+    import json
+
+    return [Evidence.from_dict(json.loads(f.read_text())) for f in sorted(spool.glob("*.json"))]
+
+
+def slurm_env() -> dict[str, str]:
+    """Client environment for Slurm commands; SLURM_CONF must be set (else clients do DNS SRV look-ups)."""
+    return {k: v for k, v in os.environ.items() if k == "SLURM_CONF"}
