@@ -31,9 +31,16 @@ def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[
 
 def _run_step(step: Step, timeout_s: float, round_label: str) -> Evidence:
     ev = runner.run(step.argv, timeout_s=timeout_s, source="nccl-tests")
-    meta = {"check": "nccl", "kind": step.kind, "scope": step.scope, "collective": step.collective,
-            "subject": step.subject, "nodes": ",".join(step.nodes), "round": round_label,
-            "rail": "" if step.rail is None else str(step.rail)}
+    meta = {
+        "check": "nccl",
+        "kind": step.kind,
+        "scope": step.scope,
+        "collective": step.collective,
+        "subject": step.subject,
+        "nodes": ",".join(step.nodes),
+        "round": round_label,
+        "rail": "" if step.rail is None else str(step.rail),
+    }
     return replace(ev, host=step.subject, meta={**ev.meta, **meta})
 
 
@@ -50,12 +57,14 @@ def drive_campaign(job: CampaignJob, step_timeout_s: float, spool: str | None = 
     for rnd in job.rounds:
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(rnd.steps))) as pool:
-            evs = list(pool.map(lambda s: _run_step(s, step_timeout_s, rnd.label), rnd.steps))
+            futures = [pool.submit(_run_step, s, step_timeout_s, rnd.label) for s in rnd.steps]
+            evs = [f.result() for f in futures]
         wall = time.monotonic() - t0
         for ev in evs:
             ev = replace(ev, meta={**ev.meta, "round_wall_s": f"{wall:.3f}"})
             results.append(ev)
             if spool_dir:
                 (spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json").write_text(
-                    json.dumps(ev.to_dict()))
+                    json.dumps(ev.to_dict())
+                )
     return results

@@ -13,9 +13,12 @@ from clusteraccept.baselines import Outcome, Verdict
 
 def matching(verdicts: Sequence[Verdict], check: str, subject: str) -> list[Verdict]:
     """Verdicts of ``check`` on ``subject`` or on its finer parts (``node1-node2:rail3`` -> ``...:1GiB``)."""
-    return [v for v in verdicts
-            if (v.check == check or v.check.startswith(check + ".")) and
-            (v.subject == subject or v.subject.startswith(subject + ":"))]
+    return [
+        v
+        for v in verdicts
+        if (v.check == check or v.check.startswith(check + "."))
+        and (v.subject == subject or v.subject.startswith(subject + ":"))
+    ]
 
 
 def missing_reason(jobs: Sequence[Mapping[str, Any]], subject: str) -> str | None:
@@ -54,8 +57,11 @@ class Judged:
                 self.record(f"{prefix}.evidence", " ".join(v.evidence))
         if not self.verdicts:
             reason = missing_reason(self.jobs, self.subject)
-            pytest.fail(f"ERROR: no verdict for {self.check}[{self.subject}]: "
-                        f"{reason or 'no evidence came back for this subject'}", pytrace=False)
+            pytest.fail(
+                f"ERROR: no verdict for {self.check}[{self.subject}]: "
+                f"{reason or 'no evidence came back for this subject'}",
+                pytrace=False,
+            )
         by = {o: [v for v in self.verdicts if v.outcome is o] for o in Outcome}
         bad = by[Outcome.FAIL] + by[Outcome.ERROR]
         if bad:

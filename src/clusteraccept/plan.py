@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import hostlist
 
 from clusteraccept.render import render_argv
 from clusteraccept.schema import format_size
@@ -125,47 +127,89 @@ def _bin(site: Site, collective: str) -> str:
     return str(Path(site.tools.nccl_tests_bin or "nccl-tests-bin-not-configured") / f"{collective}_perf")
 
 
-def _step(site: Site, *, kind: str, scope: str, collective: str, nodes: tuple[str, ...], rail: int | None,
-          subject: str, tasks_per_node: int, env: dict[str, str]) -> Step:
+def _step(
+    site: Site,
+    *,
+    kind: str,
+    scope: str,
+    collective: str,
+    nodes: tuple[str, ...],
+    rail: int | None,
+    subject: str,
+    tasks_per_node: int,
+    env: dict[str, str],
+) -> Step:
     n = site.nccl
     argv = render_argv(
-        "srun_step.j2", nodes=nodes, ntasks=len(nodes) * tasks_per_node, ntasks_per_node=tasks_per_node,
-        step_time_min=max(1, -(-site.slurm.step_timeout_s // 60)), env=env, binary=_bin(site, collective),
-        min_bytes=n.min_bytes, max_bytes=n.max_bytes, step_factor=n.step_factor, iters=n.iters,
+        "srun_step.j2",
+        nodes=nodes,
+        nodelist=hostlist.collect_hostlist(list(nodes)),
+        ntasks=len(nodes) * tasks_per_node,
+        ntasks_per_node=tasks_per_node,
+        step_time_min=max(1, -(-site.slurm.step_timeout_s // 60)),
+        env=env,
+        binary=_bin(site, collective),
+        min_bytes=n.min_bytes,
+        max_bytes=n.max_bytes,
+        step_factor=n.step_factor,
+        iters=n.iters,
         warmup_iters=n.warmup_iters,
     )
     return Step(kind, scope, collective, nodes, rail, subject, argv)
 
 
-def _pair_steps(site: Site, a: str, b: str, scope: str) -> list[Step]:
+def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
+    """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
+    collectives on the same GPU and HCA at once would measure each other."""
     steps = []
-    rails = site.node_type(a).rails
-    for collective in site.nccl.pair_collectives:
-        for rail in rails:
-            # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that
-            # device and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
-            env = {"CUDA_VISIBLE_DEVICES": str(rail.gpu), "NCCL_IB_HCA": f"={rail.hca}:{rail.port}"}
-            steps.append(_step(site, kind="pair", scope=scope, collective=collective, nodes=(a, b),
-                               rail=rail.index, subject=f"{a}-{b}:rail{rail.index}", tasks_per_node=1, env=env))
+    for rail in site.node_type(a).rails:
+        # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that
+        # device and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
+        env = {"CUDA_VISIBLE_DEVICES": str(rail.gpu), "NCCL_IB_HCA": f"={rail.hca}:{rail.port}"}
+        steps.append(
+            _step(
+                site,
+                kind="pair",
+                scope=scope,
+                collective=collective,
+                nodes=(a, b),
+                rail=rail.index,
+                subject=f"{a}-{b}:rail{rail.index}",
+                tasks_per_node=1,
+                env=env,
+            )
+        )
     return steps
 
 
 def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:
     gpus = min(site.node_type(n).gpus for n in nodes)
-    return [_step(site, kind="block", scope=scope, collective=c, nodes=nodes, rail=None, subject=label,
-                  tasks_per_node=gpus, env={}) for c in site.nccl.block_collectives]
+    return [
+        _step(
+            site,
+            kind="block",
+            scope=scope,
+            collective=c,
+            nodes=nodes,
+            rail=None,
+            subject=label,
+            tasks_per_node=gpus,
+            env={},
+        )
+        for c in site.nccl.block_collectives
+    ]
 
 
 def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob:
     rounds: list[Round] = []
-    intra = [s for node in nodes
-             for s in _step_list_intra(site, node)]
+    intra = [s for node in nodes for s in _step_list_intra(site, node)]
     if intra:
         rounds.append(Round(len(rounds), "intra-node", tuple(intra)))
-    for pairs in circle_rounds(nodes):
-        steps = [s for a, b in pairs for s in _pair_steps(site, a, b, "pair_in_block")]
-        if steps:
-            rounds.append(Round(len(rounds), f"pairs {len(rounds)}", tuple(steps)))
+    for collective in site.nccl.pair_collectives:
+        for i, pairs in enumerate(circle_rounds(nodes)):
+            steps = [s for a, b in pairs for s in _pair_steps(site, a, b, "pair_in_block", collective)]
+            if steps:
+                rounds.append(Round(len(rounds), f"{collective} pairs {i + 1}", tuple(steps)))
     if len(nodes) >= 2:
         rounds.append(Round(len(rounds), "block", tuple(_block_steps(site, nodes, "block", block))))
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
@@ -175,24 +219,46 @@ def _step_list_intra(site: Site, node: str) -> list[Step]:
     gpus = site.node_type(node).gpus
     if gpus < 2:
         return []
-    return [_step(site, kind="node", scope="intra_node", collective="all_reduce", nodes=(node,), rail=None,
-                  subject=node, tasks_per_node=gpus, env={})]
+    return [
+        _step(
+            site,
+            kind="node",
+            scope="intra_node",
+            collective="all_reduce",
+            nodes=(node,),
+            rail=None,
+            subject=node,
+            tasks_per_node=gpus,
+            env={},
+        )
+    ]
 
 
 def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | None:
     if len(blocks) < 2:
         return None
     pairs = cross_block_pairs(blocks, site.nccl.cross_block_partners, site.nccl.seed)
-    rounds = [Round(i, f"cross-block pairs {i}",
-                    tuple(s for a, b in matching for s in _pair_steps(site, a, b, "pair_cross_block")))
-              for i, matching in enumerate(greedy_matchings(pairs))]
+    rounds = [
+        Round(
+            0,
+            f"{c} cross-block pairs {i + 1}",
+            tuple(s for a, b in matching for s in _pair_steps(site, a, b, "pair_cross_block", c)),
+        )
+        for c in site.nccl.pair_collectives
+        for i, matching in enumerate(greedy_matchings(pairs))
+    ]
+    rounds = [replace(r, index=i) for i, r in enumerate(rounds)]
     all_nodes = tuple(n for m in blocks.values() for n in m)
     rounds.append(Round(len(rounds), "all nodes", tuple(_block_steps(site, all_nodes, "all", "all"))))
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
 
 
-def make_plan(site: Site, blocks: dict[str, tuple[str, ...]] | None = None,
-              families: Sequence[str] = NODE_FAMILIES, nccl: bool = True) -> Plan:
+def make_plan(
+    site: Site,
+    blocks: dict[str, tuple[str, ...]] | None = None,
+    families: Sequence[str] = NODE_FAMILIES,
+    nccl: bool = True,
+) -> Plan:
     """The jobs of a run. ``blocks`` overrides the site's (e.g. read from ``scontrol show topology``)."""
     blocks = blocks if blocks is not None else site.blocks
     probes = (ProbeJob("probe-nodes", site.nodes, tuple(families)),) if families else ()
@@ -208,13 +274,18 @@ def make_plan(site: Site, blocks: dict[str, tuple[str, ...]] | None = None,
 def describe(plan: Plan) -> dict[str, object]:
     """The plan as results.json records it."""
     return {
-        "probe_jobs": [{"name": j.name, "nodes": list(j.nodes), "families": list(j.families)}
-                       for j in plan.probe_jobs],
-        "campaign_jobs": [{
-            "name": j.name, "block": j.block, "nodes": list(j.nodes),
-            "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],
-        } for j in plan.campaign_jobs],
-        "sizes": None,
+        "probe_jobs": [
+            {"name": j.name, "nodes": list(j.nodes), "families": list(j.families)} for j in plan.probe_jobs
+        ],
+        "campaign_jobs": [
+            {
+                "name": j.name,
+                "block": j.block,
+                "nodes": list(j.nodes),
+                "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],
+            }
+            for j in plan.campaign_jobs
+        ],
     }
 
 

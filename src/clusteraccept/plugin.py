@@ -59,14 +59,26 @@ STATE = pytest.StashKey[State]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("clusteraccept", "cluster acceptance")
     g.addoption("--site", default=None, help="site name (site-configs/NAME.yaml) or path to a site file")
-    g.addoption("--dry-run", action="store_true", default=False,
-                help="render every job script into the run's jobs/ and submit nothing")
+    g.addoption(
+        "--dry-run",
+        action="store_true",
+        default=False,
+        help="render every job script into the run's jobs/ and submit nothing",
+    )
     g.addoption("--reports-dir", default=None, help="where runs are written (default: reports/)")
     g.addoption("--run-id", default=None, help="run id (default: UTC timestamp + random suffix)")
-    g.addoption("--executor", default=None, choices=("slurm", "local", "debug"),
-                help="override the site's submitit executor")
-    g.addoption("--rejudge", default=None, metavar="RUN_DIR",
-                help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing")
+    g.addoption(
+        "--executor",
+        default=None,
+        choices=("slurm", "local", "debug"),
+        help="override the site's submitit executor",
+    )
+    g.addoption(
+        "--rejudge",
+        default=None,
+        metavar="RUN_DIR",
+        help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing",
+    )
 
 
 def _configs_dir(config: pytest.Config) -> Path:
@@ -92,8 +104,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if rejudge:
         state.rejudge = Path(rejudge)
         if not (state.rejudge / session.RESULTS).exists():
-            raise pytest.UsageError(f"--rejudge {rejudge}: expected a run directory with results.json, "
-                                    "got none there")
+            raise pytest.UsageError(
+                f"--rejudge {rejudge}: expected a run directory with results.json, got none there"
+            )
         state.run_dir, state.run_id = state.rejudge, state.rejudge.name
         return
     reports = Path(config.getoption("--reports-dir") or REPO_ROOT / "reports")
@@ -132,13 +145,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash[STATE]
     marks = [(i.get_closest_marker(MARK), i) for i in session.items]
     selected = [(m, i) for m, i in marks if m is not None]
-    state.families = tuple(dict.fromkeys(m.kwargs["family"] for m, _ in selected if m.kwargs["family"] != "nccl"))
+    state.families = tuple(
+        dict.fromkeys(m.kwargs["family"] for m, _ in selected if m.kwargs["family"] != "nccl")
+    )
     nccl_items = [i for m, i in selected if m.kwargs["family"] == "nccl"]
     state.nccl = bool(nccl_items)
     if state.site is not None and nccl_items:
         wanted = frozenset(i.callspec.params["subject"] for i in nccl_items if hasattr(i, "callspec"))
-        every = frozenset(subjects(state.site, "pair_rail") + subjects(state.site, "intra_node")
-                          + subjects(state.site, "block"))
+        every = frozenset(
+            subjects(state.site, "pair_rail")
+            + subjects(state.site, "intra_node")
+            + subjects(state.site, "block")
+        )
         state.subjects = None if every <= wanted else wanted
 
 
@@ -156,9 +174,17 @@ def _results(config: pytest.Config) -> dict[str, Any]:
             if path.exists():
                 state.results = read_json(path)
             else:
-                state.results = session.execute(session.Request(
-                    site=state.site, run_dir=state.run_dir, families=state.families, nccl=state.nccl,
-                    subjects=state.subjects, dry_run=state.dry_run, executor=state.executor))
+                state.results = session.execute(
+                    session.Request(
+                        site=state.site,
+                        run_dir=state.run_dir,
+                        families=state.families,
+                        nccl=state.nccl,
+                        subjects=state.subjects,
+                        dry_run=state.dry_run,
+                        executor=state.executor,
+                    )
+                )
     state.verdicts = [Verdict.from_dict(v) for v in state.results.get("verdicts", [])]
     return state.results
 
@@ -179,15 +205,23 @@ def ca_run_dir(pytestconfig: pytest.Config, ca_site: Site) -> Path:
 
 
 @pytest.fixture
-def judged(request: pytest.FixtureRequest, record_property: Callable[[str, object], None], ca_site: Site) -> Judged:
+def judged(
+    request: pytest.FixtureRequest, record_property: Callable[[str, object], None], ca_site: Site
+) -> Judged:
     """The verdicts of this test's (check, subject), with ``assert_accepted()``."""
     mark = request.node.get_closest_marker(MARK)
     assert mark is not None, "use @check(...) on suite tests"
     results = _results(request.config)
     state = request.config.stash[STATE]
     subject = request.node.callspec.params["subject"]
-    return Judged(mark.args[0], subject, matching(state.verdicts, mark.args[0], subject),
-                  results.get("jobs", []), bool(results.get("dry_run")), record_property)
+    return Judged(
+        mark.args[0],
+        subject,
+        matching(state.verdicts, mark.args[0], subject),
+        results.get("jobs", []),
+        bool(results.get("dry_run")),
+        record_property,
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -43,7 +43,9 @@ def _filter(plan: Plan, subjects: frozenset[str] | None) -> Plan:
         return plan
     jobs: list[CampaignJob] = []
     for job in plan.campaign_jobs:
-        rounds = tuple(replace(r, steps=tuple(s for s in r.steps if s.subject in subjects)) for r in job.rounds)
+        rounds = tuple(
+            replace(r, steps=tuple(s for s in r.steps if s.subject in subjects)) for r in job.rounds
+        )
         rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
         if rounds:
             jobs.append(replace(job, rounds=rounds))
@@ -52,10 +54,20 @@ def _filter(plan: Plan, subjects: frozenset[str] | None) -> Plan:
 
 def git_revision() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except OSError:
         return "unknown"
     rev = out.stdout.strip() or "unknown"
@@ -71,23 +83,36 @@ def _header(req: Request, plan: Plan) -> dict[str, Any]:
     site = req.site
     return {
         "schema": 1,
-        "site": site.name, "site_file": site.file, "run_id": req.run_dir.name,
-        "started": datetime.now(UTC).isoformat(timespec="seconds"), "ended": None,
-        "operator": getpass.getuser(), "suite_revision": git_revision(),
-        "simulated": site.simulated, "dry_run": req.dry_run,
+        "site": site.name,
+        "site_file": site.file,
+        "run_id": req.run_dir.name,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "ended": None,
+        "operator": getpass.getuser(),
+        "suite_revision": git_revision(),
+        "simulated": site.simulated,
+        "dry_run": req.dry_run,
         "executor": req.executor or site.slurm.executor,
-        "baselines_file": site.baselines_file or site.file, "baselines_sha256": baselines_hash(site),
+        "baselines_file": site.baselines_file or site.file,
+        "baselines_sha256": baselines_hash(site),
         "plan": describe(plan),
     }
 
 
 def _outcome_dict(o: JobOutcome) -> dict[str, Any]:
-    return {"name": o.name, "job_id": o.job_id, "state": o.state, "missing": list(o.missing),
-            "message": o.message, "evidence_count": len(o.evidence)}
+    return {
+        "name": o.name,
+        "job_id": o.job_id,
+        "state": o.state,
+        "missing": list(o.missing),
+        "message": o.message,
+        "evidence_count": len(o.evidence),
+    }
 
 
-def judge_all(site: Site, archived: dict[str, list[tuple[Evidence, str]]], families: tuple[str, ...],
-              nccl: bool) -> list[Verdict]:
+def judge_all(
+    site: Site, archived: dict[str, list[tuple[Evidence, str]]], families: tuple[str, ...], nccl: bool
+) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for family in (*families, *(("nccl",) if nccl else ())):
         verdicts.extend(checks.judge(family, site, archived.get(family, []), site.nodes))
@@ -139,8 +164,13 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
 def probe_options(site: Site) -> dict[str, object]:
     """What node-side probes need from the site (plain data: it is pickled to the nodes)."""
     return {
-        "node_rails": {n: [{"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev}
-                           for r in site.node_type(n).rails] for n in site.nodes},
+        "node_rails": {
+            n: [
+                {"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev}
+                for r in site.node_type(n).rails
+            ]
+            for n in site.nodes
+        },
         "perftest_bin": site.tools.perftest_bin,
         "sharp_hello": list(site.sharp.hello) if site.sharp.enabled else [],
         "roce": site.roce is not None,

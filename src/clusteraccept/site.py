@@ -146,8 +146,9 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
         try:
             out.extend(hostlist.expand_hostlist(item))
         except hostlist.BadHostlist as exc:
-            raise SiteConfigError(sec.file, sec.key(key), "a hostlist like 'node[001-128]'", describe(item),
-                                  str(exc)) from None
+            raise SiteConfigError(
+                sec.file, sec.key(key), "a hostlist like 'node[001-128]'", describe(item), str(exc)
+            ) from None
     if not out:
         raise sec.error(key, "at least one node", value)
     if len(set(out)) != len(out):
@@ -161,16 +162,20 @@ def _rails(sec: Section) -> tuple[Rail, ...]:
     for name, r in sec.sections("rails", ["hca", "port", "netdev", "rate_Gbps"]).items():
         m = re.fullmatch(r"gpu(\d+)", name)
         if not m:
-            raise SiteConfigError(sec.file, sec.key(f"rails.{name}"), "a key like 'gpu3' (the GPU index)",
-                                  repr(name))
+            raise SiteConfigError(
+                sec.file, sec.key(f"rails.{name}"), "a key like 'gpu3' (the GPU index)", repr(name)
+            )
         gpu = int(m[1])
-        rails.append(Rail(
-            index=gpu, gpu=gpu,
-            hca=r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),
-            port=r.integer("port", "a port number >= 1", default=1, minimum=1),
-            netdev=r.string("netdev", "a network interface name like 'ibp26s0'", default=None),
-            rate_Gbps=r.number("rate_Gbps", "a link rate in Gb/s like 400", default=None, minimum=1),
-        ))
+        rails.append(
+            Rail(
+                index=gpu,
+                gpu=gpu,
+                hca=r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),
+                port=r.integer("port", "a port number >= 1", default=1, minimum=1),
+                netdev=r.string("netdev", "a network interface name like 'ibp26s0'", default=None),
+                rate_Gbps=r.number("rate_Gbps", "a link rate in Gb/s like 400", default=None, minimum=1),
+            )
+        )
     return tuple(sorted(rails, key=lambda r: r.index))
 
 
@@ -187,23 +192,32 @@ def _node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...
             if n not in all_nodes:
                 raise SiteConfigError(sec.file, sec.key("nodes"), "nodes listed in 'nodes'", repr(n))
             if n in owner:
-                raise SiteConfigError(sec.file, sec.key("nodes"), "each node in one node type",
-                                      f"{n!r} also in {owner[n]!r}")
+                raise SiteConfigError(
+                    sec.file, sec.key("nodes"), "each node in one node type", f"{n!r} also in {owner[n]!r}"
+                )
             owner[n] = name
         gpus = sec.integer("gpus", "a GPU count >= 1", minimum=1)
         rails = _rails(sec)
         for r in rails:
             if r.gpu >= gpus:
-                raise SiteConfigError(sec.file, sec.key(f"rails.gpu{r.gpu}"), f"a GPU index below gpus={gpus}",
-                                      str(r.gpu))
-        out.append(NodeType(
-            name=name, nodes=nodes, gpus=gpus,
-            gpu_model=sec.string("gpu_model", default=None),
-            link_layer=sec.choice("link_layer", ["InfiniBand", "Ethernet", "none"],
-                                  default="InfiniBand" if rails else "none"),
-            numa_expected=sec.flag("numa_expected", default=True),
-            rails=rails,
-        ))
+                raise SiteConfigError(
+                    sec.file, sec.key(f"rails.gpu{r.gpu}"), f"a GPU index below gpus={gpus}", str(r.gpu)
+                )
+        out.append(
+            NodeType(
+                name=name,
+                nodes=nodes,
+                gpus=gpus,
+                gpu_model=sec.string("gpu_model", default=None),
+                link_layer=sec.choice(
+                    "link_layer",
+                    ["InfiniBand", "Ethernet", "none"],
+                    default="InfiniBand" if rails else "none",
+                ),
+                numa_expected=sec.flag("numa_expected", default=True),
+                rails=rails,
+            )
+        )
     missing = [n for n in all_nodes if n not in owner]
     if missing:
         raise SiteConfigError(top.file, "node_types", "every node in a node type", f"{missing[0]!r} in none")
@@ -216,7 +230,9 @@ def _blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tuple[s
         return {"all": all_nodes}, False
     if value == "slurm":
         return {}, True  # read from `scontrol show topology` when the campaign is planned
-    blocks_sec = Section(top.file, "blocks", value, [str(k) for k in value] if isinstance(value, dict) else [])
+    blocks_sec = Section(
+        top.file, "blocks", value, [str(k) for k in value] if isinstance(value, dict) else []
+    )
     blocks: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
     for name in blocks_sec.data:
@@ -225,8 +241,9 @@ def _blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tuple[s
             if n not in all_nodes:
                 raise SiteConfigError(top.file, f"blocks.{name}", "nodes listed in 'nodes'", repr(n))
             if n in seen:
-                raise SiteConfigError(top.file, f"blocks.{name}", "each node in one block",
-                                      f"{n!r} also in {seen[n]!r}")
+                raise SiteConfigError(
+                    top.file, f"blocks.{name}", "each node in one block", f"{n!r} also in {seen[n]!r}"
+                )
             seen[n] = name
         blocks[name] = members
     return blocks, False
@@ -245,7 +262,9 @@ def _reference(sec: Section) -> Reference:
 def load_baselines(file: str, data: Any, path: str = "baselines") -> dict[str, Reference]:
     """A baselines mapping ``pattern -> reference`` (inline in the site, or a separate reviewable file)."""
     top = Section(file, path, data, [str(k) for k in data] if isinstance(data, dict) else [])
-    return {str(k): _reference(top.section(str(k), ["ref", "lower", "upper", "unit", "xfail"])) for k in top.data}
+    return {
+        str(k): _reference(top.section(str(k), ["ref", "lower", "upper", "unit", "xfail"])) for k in top.data
+    }
 
 
 def _read_yaml(path: Path) -> Any:
@@ -265,11 +284,40 @@ def _read_yaml(path: Path) -> Any:
     return data
 
 
-TOP_KEYS = ["name", "description", "simulated", "slurm", "setup", "env", "nodes", "blocks", "node_types",
-            "roce", "sharp", "tools", "nccl", "baselines", "sim"]
-FAULT_KINDS = ("slow_rail", "slow_node", "bad_cable", "slow_uplink", "non_mpi", "wrong", "nic_wrong_numa",
-               "pcie_x8", "peermem_missing", "acs_on", "trust_pcp", "pfc_wrong_prio", "ecn_rp_off", "mtu_1500",
-               "sharp_no_resource")
+TOP_KEYS = [
+    "name",
+    "description",
+    "simulated",
+    "slurm",
+    "setup",
+    "env",
+    "nodes",
+    "blocks",
+    "node_types",
+    "roce",
+    "sharp",
+    "tools",
+    "nccl",
+    "baselines",
+    "sim",
+]
+FAULT_KINDS = (
+    "slow_rail",
+    "slow_node",
+    "bad_cable",
+    "slow_uplink",
+    "non_mpi",
+    "wrong",
+    "nic_wrong_numa",
+    "pcie_x8",
+    "peermem_missing",
+    "acs_on",
+    "trust_pcp",
+    "pfc_wrong_prio",
+    "ecn_rp_off",
+    "mtu_1500",
+    "sharp_no_resource",
+)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
@@ -287,8 +335,12 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
         raise sim.error("faults", "a list of faults", raw)
     out = []
     for i, f in enumerate(raw):
-        fs = Section(top.file, f"sim.faults[{i}]", f, ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor",
-                                                           "port"])
+        fs = Section(
+            top.file,
+            f"sim.faults[{i}]",
+            f,
+            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port"],
+        )
         fs.choice("kind", FAULT_KINDS)
         if fs.has("node") and fs.data["node"] not in nodes:
             raise fs.error("node", "a node of the site", fs.data["node"])
@@ -299,14 +351,31 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
 def parse_site(path: Path, data: Any) -> Site:
     file = str(path)
     top = Section(file, "", data, TOP_KEYS)
-    s = top.section("slurm", ["executor", "partition", "account", "qos", "reservation", "constraint",
-                              "exclusive", "time_limit_min", "step_timeout_s", "sbatch_options", "python",
-                              "slurm_conf"])
+    s = top.section(
+        "slurm",
+        [
+            "executor",
+            "partition",
+            "account",
+            "qos",
+            "reservation",
+            "constraint",
+            "exclusive",
+            "time_limit_min",
+            "step_timeout_s",
+            "sbatch_options",
+            "python",
+            "slurm_conf",
+        ],
+    )
     slurm = Slurm(
         executor=s.choice("executor", EXECUTORS, default="slurm"),
-        partition=s.string("partition", default=None), account=s.string("account", default=None),
-        qos=s.string("qos", default=None), reservation=s.string("reservation", default=None),
-        constraint=s.string("constraint", default=None), exclusive=s.flag("exclusive", default=True),
+        partition=s.string("partition", default=None),
+        account=s.string("account", default=None),
+        qos=s.string("qos", default=None),
+        reservation=s.string("reservation", default=None),
+        constraint=s.string("constraint", default=None),
+        exclusive=s.flag("exclusive", default=True),
         time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=30, minimum=1),
         step_timeout_s=s.integer("step_timeout_s", "seconds >= 1", default=600, minimum=1),
         sbatch_options=s.str_map("sbatch_options"),
@@ -317,7 +386,9 @@ def parse_site(path: Path, data: Any) -> Site:
     blocks, from_slurm = _blocks(top, nodes)
     roce = None
     if top.has("roce"):
-        r = top.section("roce", ["lossless_priority", "trust", "roce_dscp", "ecn", "cnp_dscp", "cnp_priority", "mtu"])
+        r = top.section(
+            "roce", ["lossless_priority", "trust", "roce_dscp", "ecn", "cnp_dscp", "cnp_priority", "mtu"]
+        )
         roce = Roce(
             lossless_priority=r.integer("lossless_priority", "a priority 0-7", minimum=0, maximum=7),
             trust=r.choice("trust", ["dscp", "pcp"]),
@@ -328,21 +399,40 @@ def parse_site(path: Path, data: Any) -> Site:
             mtu=r.integer("mtu", "an MTU like 4200 or 9000", minimum=576, maximum=9216),
         )
     sh = top.section("sharp", ["enabled", "reason", "hello", "env"])
-    sharp = Sharp(enabled=sh.flag("enabled", default=False),
-                  reason=sh.string("reason", default="the site declares no SHARP"),
-                  hello=sh.str_list("hello", "a command as a list of strings", default=("sharp_hello",)),
-                  env=sh.str_map("env"))
+    sharp = Sharp(
+        enabled=sh.flag("enabled", default=False),
+        reason=sh.string("reason", default="the site declares no SHARP"),
+        hello=sh.str_list("hello", "a command as a list of strings", default=("sharp_hello",)),
+        env=sh.str_map("env"),
+    )
     t = top.section("tools", ["nccl_tests_bin", "perftest_bin", "nccl_tests_build"])
-    tools = Tools(nccl_tests_bin=_expand(t.string("nccl_tests_bin", "a directory path", default=None)),
-                  perftest_bin=_expand(t.string("perftest_bin", "a directory path", default=None)),
-                  nccl_tests_build=t.str_map("nccl_tests_build"))
-    n = top.section("nccl", ["pair_collectives", "block_collectives", "min_bytes", "max_bytes", "step_factor",
-                             "iters", "warmup_iters", "cross_block_partners", "seed", "rail_ceiling_GBps",
-                             "node_ceiling_GBps"])
+    tools = Tools(
+        nccl_tests_bin=_expand(t.string("nccl_tests_bin", "a directory path", default=None)),
+        perftest_bin=_expand(t.string("perftest_bin", "a directory path", default=None)),
+        nccl_tests_build=t.str_map("nccl_tests_build"),
+    )
+    n = top.section(
+        "nccl",
+        [
+            "pair_collectives",
+            "block_collectives",
+            "min_bytes",
+            "max_bytes",
+            "step_factor",
+            "iters",
+            "warmup_iters",
+            "cross_block_partners",
+            "seed",
+            "rail_ceiling_GBps",
+            "node_ceiling_GBps",
+        ],
+    )
     for key in ("pair_collectives", "block_collectives"):
         for c in n.str_list(key, default=()):
             if c not in COLLECTIVES:
-                raise SiteConfigError(file, f"nccl.{key}", f"collectives among {', '.join(COLLECTIVES)}", repr(c))
+                raise SiteConfigError(
+                    file, f"nccl.{key}", f"collectives among {', '.join(COLLECTIVES)}", repr(c)
+                )
     size = "a size like 1G, 64M or 8 (bytes)"
     nccl = Nccl(
         pair_collectives=n.str_list("pair_collectives", default=Nccl.pair_collectives),
@@ -358,7 +448,9 @@ def parse_site(path: Path, data: Any) -> Site:
         node_ceiling_GBps=n.number("node_ceiling_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
     )
     if nccl.min_bytes > nccl.max_bytes:
-        raise SiteConfigError(file, "nccl.min_bytes", f"at most max_bytes ({nccl.max_bytes})", str(nccl.min_bytes))
+        raise SiteConfigError(
+            file, "nccl.min_bytes", f"at most max_bytes ({nccl.max_bytes})", str(nccl.min_bytes)
+        )
     raw_baselines = top.raw("baselines", {})
     baselines_file = None
     if isinstance(raw_baselines, str):
@@ -376,10 +468,16 @@ def parse_site(path: Path, data: Any) -> Site:
         slurm=slurm,
         setup=top.str_list("setup", "a list of shell lines", default=()),
         env=_env(top),
-        nodes=nodes, blocks=blocks, blocks_from_slurm=from_slurm,
+        nodes=nodes,
+        blocks=blocks,
+        blocks_from_slurm=from_slurm,
         node_types=_node_types(top, nodes),
-        roce=roce, sharp=sharp, tools=tools, nccl=nccl,
-        baselines=baselines, baselines_file=baselines_file,
+        roce=roce,
+        sharp=sharp,
+        tools=tools,
+        nccl=nccl,
+        baselines=baselines,
+        baselines_file=baselines_file,
         sim_faults=_faults(top, nodes),
     )
 
@@ -403,8 +501,9 @@ def resolve_site_path(name_or_path: str, configs_dir: Path) -> Path:
     if path.exists():
         return path
     available = sorted(p.stem for p in configs_dir.glob("*.yaml"))
-    raise SiteConfigError(f"--site {name_or_path}", "", f"a site among: {', '.join(available) or '(none)'}",
-                          f"no {path}")
+    raise SiteConfigError(
+        f"--site {name_or_path}", "", f"a site among: {', '.join(available) or '(none)'}", f"no {path}"
+    )
 
 
 def load_site(name_or_path: str, configs_dir: Path) -> Site:

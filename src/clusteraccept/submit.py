@@ -7,6 +7,7 @@ node) and a campaign driver (one allocation, ``slurm_use_srun=False``: the drive
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hostlist
 import submitit
 from submitit.core.utils import FailedJobError, FailedSubmissionError, UncompletedJobError
 from submitit.slurm.slurm import _make_sbatch_string
@@ -27,8 +29,18 @@ from clusteraccept.render import render
 from clusteraccept.site import Site
 
 # Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
-FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-                "BOOT_FAIL", "DEADLINE", "REVOKED"}
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+}
 GRACE_S = 120.0
 
 
@@ -56,8 +68,16 @@ class _Pending:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def slurm_parameters(site: Site, *, name: str, nodes: int, tasks_per_node: int, use_srun: bool,
-                     nodelist: Sequence[str] = (), extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def slurm_parameters(
+    site: Site,
+    *,
+    name: str,
+    nodes: int,
+    tasks_per_node: int,
+    use_srun: bool,
+    nodelist: Sequence[str] = (),
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """submitit SlurmExecutor parameters (names of ``_make_sbatch_string``) for one job. Pure."""
     s = site.slurm
     params: dict[str, Any] = {
@@ -82,7 +102,7 @@ def slurm_parameters(site: Site, *, name: str, nodes: int, tasks_per_node: int, 
     if s.reservation:
         additional["reservation"] = s.reservation
     if nodelist:
-        params["nodelist"] = ",".join(nodelist)
+        params["nodelist"] = hostlist.collect_hostlist(list(nodelist))  # node[001-128]: short at any scale
     additional.update(extra or {})
     additional.update(s.sbatch_options)
     if additional:
@@ -97,7 +117,9 @@ def python_of(site: Site) -> str:
 class JobLayer:
     """Submits planned jobs and gathers what they return. ``executor``: slurm | local | debug."""
 
-    def __init__(self, site: Site, run_dir: Path, *, dry_run: bool = False, executor: str | None = None) -> None:
+    def __init__(
+        self, site: Site, run_dir: Path, *, dry_run: bool = False, executor: str | None = None
+    ) -> None:
         self.site = site
         self.run_dir = run_dir
         self.dry_run = dry_run
@@ -111,8 +133,9 @@ class JobLayer:
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
         folder = self.submitit_dir / name / "%j"
         if self.executor_name == "slurm":
-            ex = submitit.SlurmExecutor(folder=folder, python=shlex.quote(python_of(self.site)),
-                                        max_num_timeout=0)
+            ex = submitit.SlurmExecutor(
+                folder=folder, python=shlex.quote(python_of(self.site)), max_num_timeout=0
+            )
             ex.update_parameters(**params)
             return ex
         auto = submitit.AutoExecutor(folder=folder, cluster=self.executor_name)
@@ -120,8 +143,13 @@ class JobLayer:
         return auto
 
     def _script(self, name: str, params: dict[str, Any]) -> str:
-        command = " ".join([shlex.quote(python_of(self.site)), "-u -m submitit.core._submit",
-                            shlex.quote(str(self.submitit_dir / name / "%j"))])
+        command = " ".join(
+            [
+                shlex.quote(python_of(self.site)),
+                "-u -m submitit.core._submit",
+                shlex.quote(str(self.submitit_dir / name / "%j")),
+            ]
+        )
         return _make_sbatch_string(command=command, folder=self.submitit_dir / name / "%j", **params)
 
     def _write_script(self, name: str, text: str) -> Path:
@@ -146,9 +174,15 @@ class JobLayer:
         from clusteraccept.driver import collect_node
 
         local = self.executor_name != "slurm"
-        params = slurm_parameters(self.site, name=job.name, nodes=1 if local else len(job.nodes),
-                                  tasks_per_node=1, use_srun=True, nodelist=() if local else job.nodes,
-                                  extra={"no-kill": True})
+        params = slurm_parameters(
+            self.site,
+            name=job.name,
+            nodes=1 if local else len(job.nodes),
+            tasks_per_node=1,
+            use_srun=True,
+            nodelist=() if local else job.nodes,
+            extra={"no-kill": True},
+        )
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         if self.dry_run:
@@ -157,33 +191,53 @@ class JobLayer:
         try:
             sub = self._submit(job.name, params, collect_node, job.families, options)
         except SubmitError as exc:
-            self.outcomes.append(JobOutcome(job.name, None, "SUBMIT_ERROR", missing=job.nodes, message=str(exc)))
+            self.outcomes.append(
+                JobOutcome(job.name, None, "SUBMIT_ERROR", missing=job.nodes, message=str(exc))
+            )
             return
         self._pending.append(_Pending(job.name, sub, job.nodes, "probe", self._deadline()))
 
     def submit_campaign(self, job: CampaignJob) -> None:
         from clusteraccept.driver import drive_campaign
 
-        params = slurm_parameters(self.site, name=job.name, nodes=len(job.nodes), tasks_per_node=1,
-                                  use_srun=False, nodelist=job.nodes)
+        params = slurm_parameters(
+            self.site,
+            name=job.name,
+            nodes=len(job.nodes),
+            tasks_per_node=1,
+            use_srun=False,
+            nodelist=job.nodes,
+        )
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
-        lines = [f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
-                 + "".join(shlex.join(s.argv) + " &\n" for s in r.steps) + "wait\n" for r in job.rounds]
-        steps_file.write_text("#!/bin/bash\n# Inner job steps the campaign driver launches, round by round.\n"
-                              + "".join(lines))
+        lines = [
+            f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
+            + "".join(shlex.join(s.argv) + " &\n" for s in r.steps)
+            + "wait\n"
+            for r in job.rounds
+        ]
+        steps_file.write_text(
+            "#!/bin/bash\n# Inner job steps the campaign driver launches, round by round.\n" + "".join(lines)
+        )
         if self.dry_run:
             self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
             return
         spool = self.run_dir / "spool" / job.name
         try:
-            sub = self._submit(job.name, params, drive_campaign, job, float(self.site.slurm.step_timeout_s),
-                               str(spool))
+            sub = self._submit(
+                job.name, params, drive_campaign, job, float(self.site.slurm.step_timeout_s), str(spool)
+            )
         except SubmitError as exc:
-            self.outcomes.append(JobOutcome(job.name, None, "SUBMIT_ERROR",
-                                            missing=tuple(s.subject for r in job.rounds for s in r.steps),
-                                            message=str(exc)))
+            self.outcomes.append(
+                JobOutcome(
+                    job.name,
+                    None,
+                    "SUBMIT_ERROR",
+                    missing=tuple(s.subject for r in job.rounds for s in r.steps),
+                    message=str(exc),
+                )
+            )
             return
         steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps)
         self._pending.append(_Pending(job.name, sub, steps, "campaign", self._deadline(), spool))
@@ -247,10 +301,8 @@ def _job_state(job: Any) -> str:
 
 
 def _cancel(job: Any) -> None:
-    try:
+    with contextlib.suppress(Exception):  # best effort: the job may already be gone
         job.cancel(check=False)
-    except Exception:
-        pass
 
 
 def _read_spool(spool: Path | None) -> list[Evidence]:

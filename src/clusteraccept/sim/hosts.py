@@ -1,0 +1,79 @@
+"""Simulated hosts (DESIGN.md, Simulation): per-node host profiles that ``runner`` resolves to.
+
+A profile is ``<root>/<node>/commands.json`` + ``<root>/<node>/fs/...`` (see runner.py). Each check family
+contributes its part through a module ``clusteraccept.sim.profile_<family>`` exposing
+
+    contribute(node: str, site: Site, faults: list[dict]) -> Part
+
+built from REAL captured outputs (tests/data/...) with the node's injected faults applied. Probe code never
+knows it is simulated.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.evidence import slug
+from clusteraccept.site import Site
+
+PARTS = ("topology", "gpudirect", "roce", "sharp")
+
+
+@dataclass
+class Part:
+    """Recorded commands (fnmatch pattern on the shell-joined argv -> stdout, returncode) and files."""
+
+    commands: list[tuple[str, str, int]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)  # path -> target path (both node paths)
+
+
+def faults_for(site: Site, node: str) -> list[dict[str, Any]]:
+    return [f for f in site.sim_faults if f.get("node") == node or node in f.get("nodes", [])]
+
+
+def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
+    d = root / node
+    if d.exists():
+        shutil.rmtree(d)
+    fs = d / "fs"
+    (d / "out").mkdir(parents=True)
+    index = []
+    for i, part in enumerate(parts):
+        for j, (pattern, stdout, rc) in enumerate(part.commands):
+            out = f"out/{i:02d}_{j:03d}_{slug(pattern)[:60]}.txt"
+            (d / out).write_text(stdout)
+            index.append({"match": pattern, "stdout": out, "returncode": rc})
+        for path, content in part.files.items():
+            target = fs / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        for path, dest in part.links.items():
+            link = fs / path.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            (fs / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            link.symlink_to(fs / dest.lstrip("/"))
+    (d / "commands.json").write_text(json.dumps(index, indent=1))
+    return d
+
+
+def build_profiles(site: Site, root: Path) -> list[Path]:
+    """Write one host profile per node of ``site`` under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    out = []
+    for node in site.nodes:
+        faults = faults_for(site, node)
+        parts: list[Part] = []
+        for family in PARTS:
+            try:
+                module = importlib.import_module(f"clusteraccept.sim.profile_{family}")
+            except ModuleNotFoundError:
+                continue
+            parts.append(module.contribute(node, site, faults))
+        out.append(write_profile(root, node, parts))
+    return out

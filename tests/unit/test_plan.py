@@ -1,0 +1,75 @@
+"""The planner: perfect matchings by the circle method, seeded cross-block sampling, the jobs of a run."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusteraccept.plan import circle_rounds, cross_block_pairs, greedy_matchings, make_plan
+from clusteraccept.site import load_site
+
+CONFIGS = Path(__file__).resolve().parents[2] / "site-configs"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=2, max_value=70))
+def test_circle_rounds_cover_every_pair_once(n: int) -> None:
+    nodes = [f"n{i:03d}" for i in range(n)]
+    rounds = circle_rounds(nodes)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)  # odd blocks: one bye per round
+    seen = [p for r in rounds for p in r]
+    assert sorted(seen) == sorted(combinations(nodes, 2))  # every pair exactly once
+    for r in rounds:
+        members = [x for p in r for x in p]
+        assert len(members) == len(set(members))  # no node twice in a round
+        assert len(r) == n // 2  # perfect matching (one node idle when n is odd)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(min_value=1, max_value=12), min_size=2, max_size=6),
+    st.integers(0, 3),
+    st.integers(0, 1000),
+)
+def test_cross_block_sampling_is_seeded_and_valid(sizes: list[int], k: int, seed: int) -> None:
+    blocks = {f"b{i}": tuple(f"b{i}n{j}" for j in range(s)) for i, s in enumerate(sizes)}
+    pairs = cross_block_pairs(blocks, k, seed)
+    assert pairs == cross_block_pairs(blocks, k, seed)
+    block_of = {n: b for b, m in blocks.items() for n in m}
+    assert all(block_of[a] != block_of[b] for a, b in pairs)
+    assert len(set(pairs)) == len(pairs)
+    for node in block_of:  # every node has at least min(k, others) partners
+        others = sum(len(m) for b, m in blocks.items() if b != block_of[node])
+        assert sum(node in p for p in pairs) >= min(k, others)
+    for r in greedy_matchings(pairs):
+        members = [x for p in r for x in p]
+        assert len(members) == len(set(members))
+    assert sorted(p for r in greedy_matchings(pairs) for p in r) == sorted(pairs)
+
+
+def test_demo_plan_shape() -> None:
+    site = load_site("demo", CONFIGS)
+    plan = make_plan(site)
+    assert [j.name for j in plan.probe_jobs] == ["probe-nodes"]
+    assert plan.probe_jobs[0].nodes == ("node1", "node2", "node3", "node4")
+    names = [j.name for j in plan.campaign_jobs]
+    assert names == ["campaign-leaf1", "campaign-leaf2", "campaign-cross"]  # <= 1 sbatch per block + cross
+    leaf1 = plan.campaign_jobs[0]
+    pair_round = [r for r in leaf1.rounds if "pairs" in r.label]
+    assert len(pair_round) == 1 and len(pair_round[0].steps) == 8  # one pair, all 8 rails at once
+    step = pair_round[0].steps[3]
+    assert step.subject == "node1-node2:rail3"
+    argv = list(step.argv)
+    assert argv[:9] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node=1", "-w", "node[1-2]", "--exact"]
+    assert "NCCL_IB_HCA==mlx5_3:1" in argv and "CUDA_VISIBLE_DEVICES=3" in argv
+
+
+def test_big_block_rounds() -> None:
+    site = load_site("example-h100-ib", CONFIGS)
+    su1 = make_plan(site).campaign_jobs[0]
+    sendrecv_rounds = [r for r in su1.rounds if r.label.startswith("sendrecv pairs")]
+    assert len(sendrecv_rounds) == 15  # n - 1 rounds for 16 nodes
+    assert all(len(r.steps) == 8 * 8 for r in sendrecv_rounds)  # 8 pairs x 8 rails
