@@ -1,0 +1,94 @@
+"""The seams and the judge: runner (live and host profile), redaction, references, evidence archive, parse CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusteraccept import runner
+from clusteraccept.baselines import Outcome, Reference, judge, lookup
+from clusteraccept.evidence import Evidence, archive, load
+from clusteraccept.redact import REDACTED, redact_text
+
+
+def test_runner_live_command_timeout_and_missing() -> None:
+    ok = runner.run([sys.executable, "-c", "print('hi')"], timeout_s=30)
+    assert ok.returncode == 0 and ok.stdout == "hi\n" and ok.source == Path(sys.executable).name
+    slow = runner.run(["sleep", "5"], timeout_s=0.2)
+    assert slow.returncode is None and "timed out after 0.2 s" in slow.stderr
+    missing = runner.run(["/no/such/tool", "-x"], timeout_s=5)
+    assert missing.returncode == 127 and "not found" in missing.stderr
+
+
+def test_runner_host_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = tmp_path / "node7"
+    (node / "fs/sys/class/net/ib0").mkdir(parents=True)
+    (node / "fs/sys/class/net/ib0/mtu").write_text("4092\n")
+    (node / "topo.txt").write_text("GPU0\tX\n")
+    (node / "commands.json").write_text(json.dumps([{"match": "nvidia-smi topo -m", "stdout": "topo.txt"}]))
+    monkeypatch.setenv("CLUSTERACCEPT_HOST_PROFILE", str(tmp_path))
+    monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", "node7")
+    ev = runner.run(["nvidia-smi", "topo", "-m"], timeout_s=5)
+    assert (ev.host, ev.returncode, ev.stdout) == ("node7", 0, "GPU0\tX\n")
+    assert runner.run(["ibstat"], timeout_s=5).returncode == 127  # not recorded: absent on that host
+    assert runner.read("/sys/class/net/ib0/mtu").stdout == "4092\n"
+    assert runner.read("/sys/class/net/ib1/mtu").returncode == 1
+    assert runner.listdir("/sys/class/net") == ["ib0"]
+
+
+def test_redaction() -> None:
+    text = 'NCCL_DEBUG=INFO\nHF_TOKEN=hf_abc123\n"AWS_SECRET_ACCESS_KEY": "xyz"\nMY_API_KEY=k1 DB_PASSWORD=p'
+    out = redact_text(text)
+    assert "hf_abc123" not in out and "xyz" not in out and "k1" not in out and "=p" not in out
+    assert "NCCL_DEBUG=INFO" in out and out.count(REDACTED) == 4
+
+
+def test_archive_redacts_and_roundtrips(tmp_path: Path) -> None:
+    ev = Evidence("node1", "nccl-tests", argv=("x",), stdout="GITHUB_TOKEN=ghp_secret\nok\n")
+    path = archive(ev, tmp_path, "nccl")
+    assert path.parent == tmp_path / "nccl" / "node1"
+    back = load(path)
+    assert "ghp_secret" not in back.stdout and back.stdout.endswith("ok\n")
+    assert archive(ev, tmp_path, "nccl") != path  # never overwrites
+
+
+def test_reference_semantics() -> None:
+    ref = Reference(48.0, lower=-0.08, upper=None, unit="GB/s")
+    assert ref.bounds() == pytest.approx((44.16, None))
+    v = judge("nccl.busbw", "nccl", "node03-node07:rail5:1GiB", 41.2, ref, what="busbw_GBps",
+              context="pair node03-node07, rail 5, 1 GiB")
+    assert v.outcome is Outcome.FAIL
+    assert v.message == ("busbw_GBps=41.2 GB/s is below 44.2 (ref 48, -14%) [pair node03-node07, rail 5, 1 GiB]")
+    assert judge("c", "f", "s", 47.0, ref, what="x").outcome is Outcome.PASS
+    absolute = Reference(0, lower=None, upper=0, unit="frames")
+    assert judge("c", "f", "s", 3, absolute, what="pause").outcome is Outcome.FAIL
+    waived = Reference(48.0, lower=-0.08, xfail="known bad cable, ticket 42")
+    w = judge("c", "f", "s", 10.0, waived, what="x")
+    assert w.outcome is Outcome.WAIVED and "ticket 42" in w.message
+    none = judge("c", "f", "s", 10.0, None, what="x")
+    assert none.outcome is Outcome.SKIP and "no baseline" in none.message
+
+
+def test_lookup_most_specific() -> None:
+    b = {"nccl.busbw.*": Reference(1), "nccl.busbw.sendrecv.*": Reference(2),
+         "nccl.busbw.sendrecv.pair_in_block.rail3.*": Reference(3)}
+    assert lookup(b, "nccl.busbw.sendrecv.pair_in_block.rail3.1GiB") == Reference(3)
+    assert lookup(b, "nccl.busbw.sendrecv.pair_in_block.rail4.1GiB") == Reference(2)
+    assert lookup(b, "nccl.busbw.alltoall.block.1GiB") == Reference(1)
+    assert lookup(b, "topology.x") is None
+
+
+def test_parse_cli_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "garbage.txt"
+    bad.write_text("this is not\nan ibstat output\n")
+    proc = subprocess.run([sys.executable, "-m", "clusteraccept.parse", "ibstat", str(bad)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"{bad}:") and "Traceback" not in proc.stderr
+    assert ": expected " in proc.stderr
+    unknown = subprocess.run([sys.executable, "-m", "clusteraccept.parse", "nosuchtool", str(bad)],
+                             capture_output=True, text=True, check=False)
+    assert unknown.returncode == 2 and "unknown tool 'nosuchtool'" in unknown.stderr
