@@ -1,0 +1,384 @@
+"""``NCCL_DEBUG=INFO`` logs: network chosen, NET/IB devices and link layers, per-channel transports, GDR.
+
+Lines are ``host:pid:tid [cudaDev] NCCL INFO <msg>`` (NCCL src/debug.cc; WARN lines put ``file:line
+(func)`` before ``NCCL WARN``; a ``[%F %T] `` timestamp or a launcher tag may come first; at
+NCCL_DEBUG=VERSION the ``NCCL version`` line is bare). Other lines (nccl-tests tables) are ignored.
+Message forms from github.com/NVIDIA/nccl v2.4.8..v2.30 (HEAD 5067397c): src/transport/{net,p2p,shm,
+coll_net,generic}.cc, src/transport/net_ib/init.cc, src/transport/net_socket.cc, src/transport.cc,
+src/init.cc, src/graph/topo.cc; and Mellanox/nccl-rdma-sharp-plugins src/p2p_plugin.c (IBext_vN)::
+
+    Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
+        also NET/<net>/<dev>(<proxy>), (PCI), /Shared; 2.7-2.17 print busIds: 0[1b000] -> 1[1c000]
+    Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer
+        also P2P/IPC, P2P/CUMEM, P2P/MNNVL, P2P/indirect/2[2], with /read or /CE
+    Channel 00 : 0[0] -> 1[1] via SHM/direct/direct        (SHM/direct 2.29+; "direct shared memory" <= 2.13)
+    CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA
+    Ring 00 : 0 -> 1 [send] via NET/IB/0/GDRDMA            (NCCL <= 2.6)
+    NET/IB : Using [0]mlx5_5:1/RoCE [RO]; OOB eno7np0:169.254.103.56<0>
+        entries [i]dev:port[:rail][:plane]/IB|RoCE|UNSPECIFIED[/SHARP]; 2.20-2.23 [g]={[0] mlx5_0:1/IB, ...}
+    NET/Socket : Using [0]ibs3:10.0.0.1<0>                 (socket interfaces: the name never means IB)
+    Using network IB | Socket | IBext_v8 | ...
+    Connected all rings, use ring PXN 0 GDR 1
+    NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'    (and the per-GPU and plugin forms)
+
+The link layer comes only from the /IB or /RoCE tag of a NET device entry, never from an interface name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from clusteraccept.errors import ParseError
+
+
+@dataclass(frozen=True)
+class NcclNetDevice:
+    """One entry of a ``NET/<net> : Using ...; OOB ...`` line."""
+
+    host: str | None
+    net: str  # the NET/<name> of the listing: "IB" (also for the IBext plugins)
+    index: int  # NCCL's device index ([i])
+    device: str  # "mlx5_5"
+    port: int
+    link_layer: str  # "IB" | "RoCE" | "UNSPECIFIED", from the tag
+    sharp: bool = False  # IBext "/SHARP" suffix
+    group: int | None = None  # merged virtual device [g]={...} (NCCL 2.20-2.23)
+    rail: int | None = None
+    plane: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclSocketIf:
+    """One interface of a socket-style ``NET/<net> : Using [0]eth0:10.0.0.1<0>`` line."""
+
+    host: str | None
+    net: str  # "Socket" (or a socket-style plugin)
+    index: int
+    name: str  # interface name, e.g. "ibs3": an IPoIB name says nothing about the NCCL transport
+    address: str
+
+
+@dataclass(frozen=True)
+class NcclConnection:
+    """One ``Channel/Ring/CollNet ... via ...`` line: the transport one rank uses toward a peer."""
+
+    line_no: int
+    host: str | None
+    channel: int
+    conn_index: int | None  # "/N" after the channel (2.12+)
+    src_rank: int
+    dst_rank: int | None  # None on CollNet lines
+    direction: str | None  # "send" | "receive" for NET/COLLNET, None for P2P/SHM
+    transport: str  # "NET/IB", "NET/Socket", "COLLNET/SHARP", "P2P/direct pointer", "P2P/IPC", "SHM", ...
+    net: str | None  # NET/COLLNET network name ("IB", "Socket", "IBext_v8", "SHARP")
+    net_dev: int | None
+    proxy_rank: int | None  # NET/IB/0(3): the PXN proxy rank
+    gdrdma: bool  # "/GDRDMA" on the line
+    via: str  # the text after "via ", verbatim
+
+    @property
+    def family(self) -> str:
+        """"NET", "COLLNET", "P2P" or "SHM"."""
+        return self.transport.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class NcclGdr:
+    """A ``GPU Direct RDMA Enabled/Disabled ...`` capability line."""
+
+    line_no: int
+    host: str | None
+    enabled: bool
+    hca: str | None  # HCA name when printed ('mlx5_0'), else its index
+    gpu: str | None  # the per-GPU forms (NCCL <= 2.26 INFO) name the GPU
+    method: str | None  # plugin forms: "nvidia-peermem" | "DMABUF"
+
+
+@dataclass(frozen=True)
+class NcclDebug:
+    nccl_version: str | None  # "2.28.9"
+    nccl_version_full: str | None  # "2.28.9+cuda13.0"
+    cuda_driver_version: int | None  # 13000
+    hosts: tuple[str, ...]
+    networks: tuple[str, ...]  # "Using network X", distinct, first seen first
+    ib_no_device: bool  # "NET/IB : No device found."
+    net_devices: tuple[NcclNetDevice, ...]  # distinct per host
+    socket_interfaces: tuple[NcclSocketIf, ...]
+    oob_interfaces: tuple[str, ...]  # "; OOB <if>" of the NET/IB line
+    bootstrap_interfaces: tuple[str, ...]
+    relaxed_ordering: bool | None  # "[RO]" on the NET/IB line
+    connections: tuple[NcclConnection, ...]
+    ring_gdr: tuple[int, ...]  # GDR N of every "Connected all rings, use ring PXN x GDR N" line
+    gdr: tuple[NcclGdr, ...]
+    dmabuf_gpus: tuple[str, ...]  # "host:cudaDev" of "DMA-BUF is available on GPU device N"
+    nvls_support: bool | None  # "NVLS multicast support is [not ]available"
+    nvls_channels: int | None  # max "N nvls channels"
+    nvls_connected: bool  # "Connected NVLS tree"
+    collnet_connected: bool  # "rank N Connected CollNet" / "Connected Collnet Chains"
+    collnet_init_failed: bool  # WARN "Cannot initialize CollNet, using ... instead"
+    env: tuple[tuple[str, str], ...]  # "NCCL_X set [by environment] to V", first value per name
+    warnings: tuple[str, ...]  # NCCL WARN messages
+
+    def network(self) -> str | None:
+        """The network chosen when every communicator agrees, else None."""
+        return self.networks[0] if len(self.networks) == 1 else None
+
+    def transports(self) -> frozenset[str]:
+        """Distinct ``NcclConnection.transport`` values ("NET/IB", "P2P/CUMEM", "SHM", ...)."""
+        return frozenset(c.transport for c in self.connections)
+
+    def families(self) -> frozenset[str]:
+        """Distinct transport families: "NET", "COLLNET", "P2P", "SHM"."""
+        return frozenset(c.family for c in self.connections)
+
+    def net_channels(self) -> tuple[NcclConnection, ...]:
+        """The connections that go over a network (NET family)."""
+        return tuple(c for c in self.connections if c.family == "NET")
+
+    def uses_gdrdma(self) -> bool | None:
+        """True when every NET/COLLNET connection line says /GDRDMA, False when one does not,
+        None when the log has no network connection line (single node, or connections not logged)."""
+        over_net = [c for c in self.connections if c.family in ("NET", "COLLNET")]
+        if not over_net:
+            return None
+        return all(c.gdrdma for c in over_net)
+
+    def collnet_used(self) -> bool:
+        """True when CollNet (SHARP) connections were set up and it did not fall back."""
+        if self.collnet_init_failed:
+            return False
+        return self.collnet_connected or any(c.family == "COLLNET" for c in self.connections)
+
+    def nvls_used(self) -> bool:
+        return self.nvls_connected or (self.nvls_channels or 0) > 0
+
+    def link_layers(self) -> frozenset[str]:
+        """Link layers ("IB", "RoCE") of the NET devices NCCL listed."""
+        return frozenset(d.link_layer for d in self.net_devices)
+
+
+_LEVEL = re.compile(r"NCCL (INFO|WARN|TRACE)(?: |$)")
+_PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\]")
+_BARE_VERSION = re.compile(r"^\s*(NCCL version .*)$")
+
+_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?P<suffix>\S*)\s*$")
+_CONN = re.compile(
+    r"(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+)(?:\[[0-9a-fA-F]+\])?"
+    r" -> (?P<dst>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*"
+)
+_COLLCONN = re.compile(
+    r"(?:CollNet|Coll) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+) \[(?P<dir>send|receive)\]"
+    r" via (?P<via>.+?)\s*"
+)
+_VIA_NET = re.compile(
+    r"(?P<fam>NET|COLLNET)/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?(?:\(PCI\))?(?:/Shared)?"
+)
+_VIA_P2P = re.compile(
+    r"P2P/(?P<mode>direct pointer|IPC|CUMEM|MNNVL|common device|indirect/\d+\[[0-9a-fA-F]+\])"
+    r"(?:/read)?(?:/CE)?"
+)
+_VIA_SHM = re.compile(r"SHM/(?:direct|CE)(?:/(?:direct|CE))?|direct shared memory")
+_DEV_ONE = re.compile(
+    r"\s*\[(?P<i>\d+)\](?P<dev>[^\s:\[\]{}/]+):(?P<port>\d+)(?::(?P<rail>\d*))?(?::(?P<plane>\d+))?"
+    r"/(?P<ll>IB|RoCE|UNSPECIFIED)(?P<sharp>/SHARP)?"
+)
+_DEV_GROUP = re.compile(r"\s*\[(?P<g>\d+)\]=\{(?P<inner>[^{}]*)\}")
+_DEV_INNER = re.compile(
+    r"\s*\[(?P<i>\d+)\] (?P<dev>[^\s:\[\]{}/,]+):(?P<port>\d+)/(?P<ll>IB|RoCE|UNSPECIFIED),?"
+)
+_SOCK_ONE = re.compile(r"\s*\[(?P<i>\d+)\](?P<name>[^\s:\[\]]+):(?P<addr>\S+)")
+_GDR = re.compile(
+    r"(?:NET/(?P<net>.+?) ?: )?GPU Direct RDMA (?:\((?P<method>[^)]*)\) )?"
+    r"(?P<state>[Ee]nabled|[Dd]isabled)\b(?P<rest>.*)"
+)
+_GDR_HCA = re.compile(r"HCA (?P<idx>[0-9a-fA-F]+)(?: '(?P<name>[^'\s]+))?")
+_GDR_GPU = re.compile(r"for GPU (?P<gpu>\S+) /")
+_RINGS_GDR = re.compile(r"Connected all rings.*?\bGDR (?P<gdr>\S+)")
+_CHANNELS = re.compile(r"\d+ coll channels, (?:\d+ collnet channels, )?(?:(?P<nvls>\d+) nvls channels, )?")
+_ENV = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*?)\.?\s*")
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
+
+
+def _entries(pattern: re.Pattern[str], text: str, line_no: int, expected: str) -> list[re.Match[str]]:
+    """Match ``pattern`` repeatedly over all of ``text``; ParseError on anything left over."""
+    found: list[re.Match[str]] = []
+    pos = 0
+    while text[pos:].strip():
+        m = pattern.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ParseError(line_no, expected, text[pos:].strip())
+        found.append(m)
+        pos = m.end()
+    return found
+
+
+def _net_devices(host: str | None, net: str, listing: str, line_no: int) -> list[NcclNetDevice]:
+    expected = "NET device entries like [0]mlx5_0:1/IB or [1]mlx5_5:1/RoCE"
+    devices: list[NcclNetDevice] = []
+    pos = 0
+    while listing[pos:].strip():
+        if g := _DEV_GROUP.match(listing, pos):
+            group = _int(g["g"], line_no)
+            for e in _entries(_DEV_INNER, g["inner"], line_no, expected):
+                index, port = _int(e["i"], line_no), _int(e["port"], line_no)
+                devices.append(NcclNetDevice(host, net, index, e["dev"], port, e["ll"], group=group))
+            pos = g.end()
+        elif m := _DEV_ONE.match(listing, pos):
+            rail = _int(m["rail"], line_no) if m["rail"] else None
+            plane = _int(m["plane"], line_no) if m["plane"] else None
+            index, port = _int(m["i"], line_no), _int(m["port"], line_no)
+            sharp = bool(m["sharp"])
+            devices.append(NcclNetDevice(host, net, index, m["dev"], port, m["ll"], sharp, None, rail, plane))
+            pos = m.end()
+        else:
+            raise ParseError(line_no, expected, listing[pos:].strip())
+    return devices
+
+
+def _connection(msg: str, host: str | None, line_no: int) -> NcclConnection:
+    m = _CONN.fullmatch(msg) or _COLLCONN.fullmatch(msg)
+    if m is None:
+        raise ParseError(line_no, "'Channel NN/N : a[x] -> b[y] [send|receive] via TRANSPORT'", msg)
+    via = m["via"]
+    net: str | None = None
+    net_dev = proxy = None
+    gdrdma = False
+    if v := _VIA_NET.fullmatch(via):
+        transport, net, net_dev = f"{v['fam']}/{v['net']}", v["net"], _int(v["dev"], line_no)
+        proxy = _int(v["proxy"], line_no) if v["proxy"] else None
+        gdrdma = bool(v["gdr"])
+    elif v := _VIA_P2P.fullmatch(via):
+        transport = "P2P/" + v["mode"].split("/", 1)[0]
+    elif _VIA_SHM.fullmatch(via):
+        transport = "SHM"
+    else:
+        raise ParseError(line_no, "a transport NET/<net>/<dev>, COLLNET/..., P2P/<mode> or SHM/...", via)
+    groups = m.groupdict()
+    if (groups.get("dst") is None) != transport.startswith("COLLNET/"):
+        raise ParseError(line_no, "COLLNET only on CollNet lines", msg)
+    return NcclConnection(
+        line_no=line_no,
+        host=host,
+        channel=_int(m["ch"], line_no),
+        conn_index=_int(m["ci"], line_no) if m["ci"] else None,
+        src_rank=_int(m["src"], line_no),
+        dst_rank=_int(groups["dst"], line_no) if groups.get("dst") else None,
+        direction=m["dir"],
+        transport=transport,
+        net=net,
+        net_dev=net_dev,
+        proxy_rank=proxy,
+        gdrdma=gdrdma,
+        via=via,
+    )
+
+
+def _add(seq: list[Any], item: Any) -> None:
+    if item not in seq:
+        seq.append(item)
+
+
+def _int(raw: str, line_no: int) -> int:
+    try:
+        return int(raw)
+    except ValueError:  # a digit run past int()'s length limit
+        raise ParseError(line_no, "a number", raw[:40]) from None
+
+
+_TUPLES = ("hosts", "networks", "net_devices", "socket_interfaces", "oob_interfaces", "bootstrap_interfaces",
+           "connections", "ring_gdr", "gdr", "dmabuf_gpus", "warnings")
+
+
+def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
+    """Fold one INFO message into ``acc`` (field name -> value or list of values of NcclDebug)."""
+    if msg.startswith("NCCL version"):
+        if not (m := _VERSION.match(msg)):
+            raise ParseError(line_no, "'NCCL version X.Y.Z+cudaA.B'", msg)
+        acc["nccl_version"] = acc["nccl_version"] or m["v"]
+        acc["nccl_version_full"] = acc["nccl_version_full"] or m["v"] + m["suffix"]
+    elif msg.startswith("cudaDriverVersion "):
+        value = msg.split(" ", 1)[1].strip()
+        if not value.isdecimal():
+            raise ParseError(line_no, "'cudaDriverVersion N'", msg)
+        acc["cuda_driver_version"] = _int(value, line_no)
+    elif msg.startswith("Using network"):
+        if not (name := msg[len("Using network"):].strip()):
+            raise ParseError(line_no, "'Using network NAME'", msg)
+        _add(acc["networks"], name)
+    elif msg.startswith(("Channel ", "Ring ", "CollNet ", "Coll ")) and " via " in msg:
+        acc["connections"].append(_connection(msg, host, line_no))
+    elif msg.startswith("NET/") and " : Using" in msg and "; OOB" in msg:
+        head, _, oob = msg.rpartition("; OOB")
+        net, _, listing = head[4:].partition(" : Using")
+        listing = listing.strip()
+        ro = listing.endswith("[RO]")
+        acc["relaxed_ordering"] = ro or bool(acc["relaxed_ordering"])
+        for d in _net_devices(host, net.strip(), listing[:-4] if ro else listing, line_no):
+            _add(acc["net_devices"], d)
+        if oob_if := oob.strip().split(":", 1)[0]:
+            _add(acc["oob_interfaces"], oob_if)
+    elif msg.startswith("NET/") and " : Using [" in msg:
+        net, _, listing = msg[4:].partition(" : Using")
+        for m in _entries(_SOCK_ONE, listing, line_no, "socket interfaces like [0]eth0:10.0.0.1<0>"):
+            sock = NcclSocketIf(host, net.strip(), _int(m["i"], line_no), m["name"], m["addr"])
+            _add(acc["socket_interfaces"], sock)
+    elif msg.startswith("NET/IB") and "No device found" in msg:
+        acc["ib_no_device"] = True
+    elif (m := _GDR.match(msg)) is not None:
+        hca, gpu = _GDR_HCA.search(m["rest"]), _GDR_GPU.search(m["rest"])
+        enabled = m["state"].lower() == "enabled"
+        hca_name = (hca["name"] or hca["idx"]) if hca else None
+        acc["gdr"].append(NcclGdr(line_no, host, enabled, hca_name, gpu["gpu"] if gpu else None, m["method"]))
+    elif msg.startswith("DMA-BUF is available on GPU device"):
+        _add(acc["dmabuf_gpus"], f"{host or ''}:{msg.rsplit(' ', 1)[-1]}")
+    elif msg.startswith("Connected all rings") and (m := _RINGS_GDR.match(msg)) is not None:
+        if not m["gdr"].isdecimal():
+            raise ParseError(line_no, "'GDR 0' or 'GDR 1'", msg)
+        acc["ring_gdr"].append(_int(m["gdr"], line_no))
+    elif msg.startswith("NVLS multicast support is"):
+        acc["nvls_support"] = bool(acc["nvls_support"]) or not msg.startswith("NVLS multicast support is not")
+    elif msg.startswith("Connected NVLS tree"):
+        acc["nvls_connected"] = True
+    elif "Connected CollNet" in msg or msg.startswith("Connected Collnet Chains"):
+        acc["collnet_connected"] = True
+    elif (m := _CHANNELS.match(msg)) is not None and m["nvls"] is not None:
+        acc["nvls_channels"] = max(acc["nvls_channels"] or 0, _int(m["nvls"], line_no))
+    elif (m := _ENV.fullmatch(msg)) is not None:
+        acc["env"].setdefault(m["name"], m["value"])
+    elif (m := _BOOTSTRAP.match(msg)) is not None:
+        _add(acc["bootstrap_interfaces"], m["if"])
+
+
+def parse(text: str) -> NcclDebug:
+    """Parse an NCCL_DEBUG=INFO log (possibly mixed with other output)."""
+    acc: dict[str, Any] = {name: [] for name in _TUPLES}
+    acc.update(nccl_version=None, nccl_version_full=None, cuda_driver_version=None, ib_no_device=False,
+               relaxed_ordering=None, nvls_support=None, nvls_channels=None, nvls_connected=False,
+               collnet_connected=False, collnet_init_failed=False, env={})
+    nccl_lines = 0
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        lm = _LEVEL.search(line)
+        host: str | None = None
+        if lm is None:
+            if (bare := _BARE_VERSION.match(line)) is None:
+                continue
+            level, msg = "INFO", bare.group(1)
+        else:
+            level, msg = lm.group(1), line[lm.end():].rstrip()
+            if (pm := _PREFIX.search(line, 0, lm.start())) is not None:
+                host = pm["host"]
+                _add(acc["hosts"], host)
+        nccl_lines += 1
+        if level == "WARN":
+            acc["warnings"].append(msg)
+            if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):
+                acc["collnet_init_failed"] = True
+        elif level == "INFO":
+            _message(acc, msg, host, line_no)
+    if nccl_lines == 0:
+        raise ParseError(0, "NCCL_DEBUG log lines ('host:pid:tid [dev] NCCL INFO ...')", text[:80])
+    acc["env"] = tuple(acc["env"].items())
+    fields: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in acc.items()}
+    return NcclDebug(**fields)
