@@ -19,13 +19,20 @@ from clusteraccept.plan import CampaignJob, Step
 
 
 def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[Evidence]:
-    """Gather the evidence of every requested check family on this node (never judges)."""
+    """Gather the evidence of every requested check family on this node (never judges).
+
+    The fingerprint always comes first, so a node that ran at all always returns something.
+    ``options["hold_s"]`` keeps the task alive that long after collecting (tests take a node down mid-run).
+    """
     from clusteraccept.probes import collect
 
     out: list[Evidence] = []
-    for family in families:
+    for family in ("fingerprint", *families):
         for ev in collect(family, options):
             out.append(replace(ev, meta={**ev.meta, "check": family}))
+    hold_s = float(options.get("hold_s", 0))  # type: ignore[arg-type]
+    if hold_s > 0:
+        time.sleep(hold_s)
     return out
 
 

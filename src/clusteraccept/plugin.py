@@ -98,6 +98,10 @@ def pytest_configure(config: pytest.Config) -> None:
         state.site = load_site(site_opt, _configs_dir(config))
     except SiteConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
+    if state.site.slurm.slurm_conf:
+        # Every Slurm client (sbatch, sacct, srun in jobs) must read this file: without SLURM_CONF the
+        # clients try "configless" DNS SRV look-ups.
+        os.environ["SLURM_CONF"] = state.site.slurm.slurm_conf
     state.dry_run = config.getoption("--dry-run")
     state.executor = config.getoption("--executor")
     rejudge = config.getoption("--rejudge")

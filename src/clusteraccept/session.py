@@ -122,6 +122,10 @@ def judge_all(
 def execute(req: Request) -> dict[str, Any]:
     plan = _filter(make_plan(req.site, families=req.families, nccl=req.nccl), req.subjects)
     results = _header(req, plan)
+    if req.site.simulated and not req.dry_run:
+        from clusteraccept.sim.prepare import prepare
+
+        prepare(req.site)  # the simulated nodes' recorded outputs, fabric model and nccl-tests
     layer = JobLayer(req.site, req.run_dir, dry_run=req.dry_run, executor=req.executor)
     options = probe_options(req.site)
     for pj in plan.probe_jobs:

@@ -10,7 +10,7 @@ import importlib
 
 from clusteraccept.evidence import Evidence
 
-FAMILIES = ("topology", "gpudirect", "roce", "sharp")
+FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")
 
 
 def collect(family: str, options: dict[str, object]) -> list[Evidence]:

@@ -1,0 +1,161 @@
+"""nccl-tests campaigns: launch self-checks, busbw per size against baselines, and localization.
+
+Evidence: one per srun step, ``meta`` = kind (node|pair|block), scope, collective, subject, nodes, rail.
+Verdicts:
+- ``nccl.launch``  on ``<subject>:<collective>``: the step ran as intended (parser's launch self-checks);
+- ``nccl.busbw``   on ``<subject>:<collective>:<size>``: out-of-place busbw vs the baseline of
+  ``nccl.busbw.<collective>.<scope>[.rail<k>].<size>`` (out-of-place is the figure nccl-tests users quote);
+- ``nccl.localization`` on every node and every block: blamed or not by :mod:`localize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from clusteraccept.baselines import Outcome, Verdict, error, expect, lookup, skip
+from clusteraccept.baselines import judge as judge_value
+from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
+from clusteraccept.errors import ParseError
+from clusteraccept.evidence import Evidence
+from clusteraccept.parsers import nccl_tests
+from clusteraccept.schema import format_size
+from clusteraccept.site import Site
+
+FAMILY = "nccl"
+
+
+def _context(meta: dict[str, str], size: str) -> str:
+    if meta["kind"] == "pair":
+        return f"pair {meta['subject'].split(':')[0]}, rail {meta['rail']}, {size}"
+    if meta["kind"] == "node":
+        return f"intra-node {meta['subject']}, {size}"
+    return f"{meta['scope']} {meta['subject']} ({len(meta['nodes'].split(','))} nodes), {size}"
+
+
+def _ceiling(site: Site, meta: dict[str, str]) -> float | None:
+    if meta["kind"] == "pair":
+        return site.nccl.rail_ceiling_GBps
+    if meta["kind"] == "node":
+        return None
+    return site.nccl.node_ceiling_GBps
+
+
+def _expected_hosts(meta: dict[str, str]) -> tuple[str, ...]:
+    return tuple(meta["nodes"].split(","))
+
+
+def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """Verdicts of one step, plus the rows (for the localization frame) it contributes."""
+    meta = ev.meta
+    subject = f"{meta['subject']}:{meta['collective']}"
+    evid = (path,)
+    if ev.returncode is None:
+        return [error("nccl.launch", FAMILY, subject, f"step timed out or could not start: "
+                      f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}", evid)], []
+    try:
+        result = nccl_tests.parse(ev.stdout)
+    except ParseError as exc:
+        tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
+        return [error("nccl.launch", FAMILY, subject, f"could not parse nccl-tests output ({path}): {exc}"
+                      + (f"; stderr: {tail}" if tail else ""), evid)], []
+    gpus = site.node_type(_expected_hosts(meta)[0]).gpus
+    nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
+    findings = nccl_tests.launch_checks(result, expected_hosts=_expected_hosts(meta), expected_nranks=nranks,
+                                        ceiling_GBps=_ceiling(site, meta), returncode=ev.returncode)
+    bad = [f for f in findings if not f.ok]
+    verdicts = [expect("nccl.launch", FAMILY, subject, not bad,
+                       "; ".join(f.message for f in bad) if bad else
+                       f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling",
+                       evidence=evid, labels={"collective": meta["collective"]})]
+    rows: list[dict[str, Any]] = []
+    if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
+        return verdicts, rows  # the numbers are not what they claim to be: judging them would mislead
+    rail = f".rail{meta['rail']}" if meta.get("rail") else ""
+    for row in result.rows:
+        size = format_size(row.size_B)
+        key = f"nccl.busbw.{meta['collective']}.{meta['scope']}{rail}.{size}"
+        measured = row.out_of_place or row.in_place
+        if measured is None:
+            continue
+        value = measured.busbw_GBps
+        reference = lookup(site.baselines, key)
+        v = judge_value("nccl.busbw", FAMILY, f"{subject}:{size}", value, reference, what="busbw_GBps",
+                  context=_context(meta, size), evidence=evid,
+                  labels={"key": key, "scope": meta["scope"], "collective": meta["collective"],
+                          "size_B": str(row.size_B), "rail": meta.get("rail", "")})
+        verdicts.append(v)
+        rows.append({"kind": meta["kind"], "scope": meta["scope"], "collective": meta["collective"],
+                     "nodes": _expected_hosts(meta), "rail": meta.get("rail"), "size_B": row.size_B,
+                     "busbw_GBps": value, "ref_GBps": reference.ref if reference else None,
+                     "slow": v.outcome is Outcome.FAIL})
+    return verdicts, rows
+
+
+def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per (pair, rail, collective) at its largest (bandwidth-bound) size."""
+    pairs = [r for r in rows if r["kind"] == "pair"]
+    cols = ["a", "b", "rail", "block_a", "block_b", "scope", "collective", "size_B", "busbw_GBps", "ref_GBps",
+            "slow"]
+    if not pairs:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(pairs)
+    df["a"] = df["nodes"].str[0]
+    df["b"] = df["nodes"].str[1]
+    df["rail"] = df["rail"].astype(int)
+    df["block_a"] = df["a"].map(lambda n: site.block_of(n) or "?")
+    df["block_b"] = df["b"].map(lambda n: site.block_of(n) or "?")
+    biggest = df.groupby(["a", "b", "rail", "collective"])["size_B"].transform("max")
+    return df[df["size_B"] == biggest][cols].reset_index(drop=True)
+
+
+def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culprit]) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    by_node = blamed_nodes(culprits)
+    involved = set(frame["a"]) | set(frame["b"]) if not frame.empty else set()
+    for node in site.nodes:
+        if node in by_node:
+            cs = by_node[node]
+            msg = "; ".join(f"{c.message} [convicted by {', '.join(c.convicting[:6])}"
+                            f"{' ...' if len(c.convicting) > 6 else ''}]" for c in cs)
+            verdicts.append(Verdict("nccl.localization", FAMILY, node, Outcome.FAIL, f"culprit: {msg}",
+                                    value=", ".join(c.subject for c in cs),
+                                    labels={"culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs)}))
+        elif node in involved:
+            n = int(((frame["a"] == node) | (frame["b"] == node)).sum())
+            verdicts.append(Verdict("nccl.localization", FAMILY, node, Outcome.PASS,
+                                    f"not blamed by localization ({n} pair x rail results involve it)"))
+        else:
+            verdicts.append(skip("nccl.localization", FAMILY, node, "no pair results involve this node"))
+    uplinks = {c.subject: c for c in culprits if c.kind == "uplink"}
+    for block in [*site.blocks, "all"]:
+        if block in uplinks:
+            c = uplinks[block]
+            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.FAIL,
+                                    f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
+                                    labels={"culprits": f"uplink:{block}"}))
+        elif block == "all" or frame.empty:
+            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.PASS
+                                    if not frame.empty else Outcome.SKIP,
+                                    "no uplink blamed" if not frame.empty else "no pair results"))
+        else:
+            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.PASS,
+                                    f"{block}'s uplinks not blamed by the cross-block pairs"))
+    return verdicts
+
+
+def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    rows: list[dict[str, Any]] = []
+    for ev, path in evidence:
+        if ev.source != "nccl-tests" or "kind" not in ev.meta:
+            continue
+        vs, rs = judge_step(site, ev, path)
+        verdicts.extend(vs)
+        rows.extend(rs)
+    frame = pair_frame(site, rows)
+    culprits = localize(frame)
+    verdicts.extend(localization_verdicts(site, frame, culprits))
+    return verdicts

@@ -1,0 +1,395 @@
+"""nccl-tests (``all_reduce_perf`` & co.): header, ranks, the result table, footer, failures; or ``-J`` JSON.
+
+Layout, from NVIDIA/nccl-tests (v2.19.6: src/util.cu ``writeDeviceReport()``, ``writeResultHeader()``,
+``writeBenchmarkLinePreamble()``/``writeBenchmarkLineBody()``, ``writeResultFooter()``; src/common.h
+CUDACHECK/NCCLCHECK/TESTCHECK; older layouts from tags v1.0.0, v2.0.0, v2.13.0, v2.14.0, v2.16.0)::
+
+    # nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809   (v2.18+)
+    # Collective test starting: all_reduce_perf                          (v2.17+)
+    # nThread 1 nGpus 2 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 1 iters: 20 ...
+    # Using devices
+    #  Rank  0 Group  0 Pid   1396 on         vm device  0 [0000:00:06] NVIDIA H200
+          (v2.0-2.13: "#   Rank  0 Pid ... [0x0f] ..."; a line cut at 2048 bytes ends in "...")
+    #       size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong
+          (v2.0-2.12: "error" column (max deviation) and no redop/root for all_gather; -C: "cputime";
+           -I 1: i_min i_max i_p99 i_cv% after each #wrong; -S 1: a "timestamp" column at the end)
+           8             2     float     sum      -1    14.61    0.00    0.00       0 ...    N/A
+    # Out of bounds values : 0 OK
+    # Avg bus bandwidth    : 111.696            (" OK"/" FAILED" when NCCL_TESTS_MIN_BW is set)
+    # Collective test concluded: all_reduce_perf
+    node1: Test CUDA failure common.cu:891 'out of memory'        (failures: CUDACHECK/NCCLCHECK/TESTCHECK)
+     .. node1 pid 123: Test failure common.cu:1454
+
+Noise (launcher output, NCCL INFO/WARN lines, srun ``-l`` / mpirun ``--tag-output`` prefixes) is skipped;
+a leading ``#`` is optional everywhere. The JSON of ``-J`` is parsed by :mod:`._nccl_tests_json`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from clusteraccept.errors import ParseError
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    group: int | None  # None before v2.14 (no "Group" on the line)
+    pid: int | None  # None in v1.x
+    host: str  # short host name (nccl-tests cuts the name at the first '.')
+    device: int  # CUDA device index on that host
+    bus_id: str  # "0000:00:06" (v2.16+) or "0x0f"
+    gpu_name: str
+
+
+@dataclass(frozen=True)
+class Measurement:
+    time_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    wrong: int | None  # #wrong elements; None for "N/A" (data check off / alltoall+sendrecv in-place)
+    max_error: float | None = None  # v2.0-2.12 "error" column (max deviation), instead of #wrong
+
+
+@dataclass(frozen=True)
+class Row:
+    size_B: int
+    count: int
+    type: str
+    redop: str | None  # None where the layout has no redop column
+    root: int | None
+    out_of_place: Measurement | None
+    in_place: Measurement | None
+
+
+@dataclass(frozen=True)
+class NcclTestsResult:
+    collective: str | None  # "all_reduce", "all_gather", ... (binary name without "_perf")
+    version: str | None  # nccl-tests version (v2.18+ header)
+    nccl_version: str | None  # NCCL library version "2.28.9" (header, JSON or NCCL's own version line)
+    nthreads: int | None
+    ngpus: int | None  # GPUs per thread (-g)
+    nranks: int | None  # ranks in the whole run (max rank + 1; JSON: processes x threads x GPUs)
+    ranks: tuple[RankInfo, ...]
+    ranks_elided: bool  # the rank list is incomplete (cut lines, "..." lines, gaps)
+    rows: tuple[Row, ...]
+    avg_busbw_GBps: float | None
+    avg_busbw_verdict: str | None  # "OK"/"FAILED" only when NCCL_TESTS_MIN_BW was set
+    out_of_bounds: int | None
+    out_of_bounds_ok: bool | None
+    failure: str | None  # the first failure line (the root cause), None if none
+    failures: tuple[str, ...] = ()
+    runs: int = 1  # separate runs found in the text (>1: independent processes, e.g. a non-MPI build)
+    env: tuple[tuple[str, str], ...] = ()  # JSON only, secrets redacted
+    source_format: str = "text"
+    hosts: tuple[str, ...] = field(default=(), init=False)
+
+    def __post_init__(self) -> None:
+        seen = dict.fromkeys(r.host for r in self.ranks)
+        object.__setattr__(self, "hosts", tuple(seen))
+
+    def row(self, size_B: int) -> Row | None:
+        return next((r for r in self.rows if r.size_B == size_B), None)
+
+    @property
+    def peak_busbw_GBps(self) -> float | None:
+        vals = [m.busbw_GBps for r in self.rows for m in (r.out_of_place, r.in_place) if m is not None]
+        return max(vals) if vals else None
+
+
+_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )")  # mpirun --tag-output, srun -l
+_VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
+_STARTING = re.compile(r"Collective test (?:starting|concluded): ([A-Za-z0-9_]+)")
+_NTHREAD = re.compile(r"nThread (\d+) nGpus (\d+) minBytes \d+ maxBytes \d+")
+_RANK = re.compile(
+    r"Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s?(.*)"
+)
+_NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)\b")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
+_FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
+_ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
+_SIZE_COLUMNS = ("size", "bytes")
+_SIDE_START = ("time", "cputime")
+_WORD_SIZE = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2,
+              "int32": 4, "uint32": 4, "int": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8}
+
+
+def parse(text: str) -> NcclTestsResult:
+    """Parse nccl-tests stdout (any version since 2.0, noise tolerated) or its ``-J`` JSON file."""
+    if text.lstrip().startswith("{"):
+        from clusteraccept.parsers._nccl_tests_json import parse_json
+
+        return parse_json(text)
+    return _TextParser().run(text)
+
+
+def nccl_version_of(code: int) -> str:
+    """NCCL_VERSION_CODE -> "X.Y.Z" (X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def collective_of(binary: str) -> str | None:
+    """"/opt/nccl-tests/build/all_reduce_perf_mpi" -> "all_reduce" (NAME_SUFFIX tolerated)."""
+    m = re.search(r"([A-Za-z0-9_]+?)_perf", binary.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
+
+
+def _num(tok: str, line_no: int, what: str, *, integer: bool = False) -> float:
+    try:
+        return int(tok) if integer else float(tok)
+    except ValueError:
+        raise ParseError(line_no, what, tok) from None
+
+
+@dataclass
+class _Columns:
+    prefix: list[str]
+    sides: list[list[str]]
+    timestamp: bool
+    time_ms: bool  # v1.x printed milliseconds under a plain "time" with "bytes"/"N" columns
+
+
+def _columns(tokens: list[str]) -> _Columns | None:
+    if not tokens or tokens[0] not in _SIZE_COLUMNS or "busbw" not in tokens:
+        return None
+    timestamp = tokens[-1] == "timestamp"
+    if timestamp:
+        tokens = tokens[:-1]
+    starts = [i for i, t in enumerate(tokens) if t in _SIDE_START]
+    if not starts or starts[0] < 3:
+        return None
+    sides = [tokens[a:b] for a, b in zip(starts, [*starts[1:], len(tokens)], strict=True)]
+    if any("algbw" not in s or "busbw" not in s for s in sides) or len(sides) > 2:
+        return None
+    return _Columns(tokens[: starts[0]], sides, timestamp, tokens[0] == "bytes")
+
+
+class _TextParser:
+    def __init__(self) -> None:
+        self.version: str | None = None
+        self.nccl_version: str | None = None
+        self.collective: str | None = None
+        self.nthreads: int | None = None
+        self.ngpus: int | None = None
+        self.ranks: dict[int, RankInfo] = {}
+        self.elided = False
+        self.cols: _Columns | None = None
+        self.rows: list[Row] = []
+        self.footer_seen = False
+        self.runs = 0
+        self.in_devices = False
+        self.avg: float | None = None
+        self.avg_verdict: str | None = None
+        self.oob: int | None = None
+        self.oob_ok: bool | None = None
+        self.failures: list[str] = []
+
+    def run(self, text: str) -> NcclTestsResult:
+        for no, raw in enumerate(text.splitlines(), 1):
+            self.line(no, raw)
+        if self.runs == 0 and not (self.failures or self.ranks or self.version or self.nthreads):
+            first = next((s for s in text.splitlines() if s.strip()), "")
+            raise ParseError(0, "nccl-tests output (a result table, rank list or failure line)", first[:80])
+        return self.result()
+
+    def line(self, no: int, raw: str) -> None:
+        s = _PREFIX.sub("", raw.strip()).strip()
+        hashed = s.startswith("#")
+        body = s.lstrip("#").strip() if hashed else s
+        if not body:
+            self.in_devices = self.in_devices and not hashed
+            return
+        if _FAILURE.search(body) or (hashed and body.startswith("error: ")):  # writeErrors(): "# error: ..."
+            self.failures.append(body)
+            return
+        if self.runs > 1:  # a later, independent run: counted, not merged
+            return
+        if m := _VERSION.search(body):
+            self.version, self.nccl_version = m.group(1), nccl_version_of(int(m.group(3)))
+        elif m := _STARTING.search(body):
+            self.collective = self.collective or collective_of(m.group(1)) or m.group(1)
+        elif m := _NTHREAD.search(body):
+            self.nthreads, self.ngpus = int(m.group(1)), int(m.group(2))
+        elif body == "Using devices":
+            self.in_devices = True
+        elif (m := _RANK.match(body)) and (self.in_devices or hashed):
+            self.rank_line(no, m)
+        elif self.in_devices and hashed and body.startswith("..."):
+            self.elided = True
+        elif m := _OOB.search(body):
+            self.oob, self.oob_ok = int(m.group(1)), m.group(2) == "OK"
+            self.footer_seen = True
+        elif m := _AVG.search(body):
+            self.avg = _num(m.group(1), no, "an average bus bandwidth")
+            self.avg_verdict = m.group(2)
+        elif (cols := _columns(body.split())) is not None:
+            self.in_devices = False
+            self.runs += 1
+            if self.runs == 1:
+                self.cols = cols
+        elif self.cols is not None and self.runs == 1 and not self.footer_seen and _ROW_START.match(s):
+            self.rows.append(self.row(no, body.split()))  # (other lines with digits first are noise)
+        elif m := _NCCL_VERSION.search(body):
+            self.nccl_version = self.nccl_version or m.group(1)
+
+    def rank_line(self, no: int, m: re.Match[str]) -> None:
+        rank, group, pid = int(m.group(1)), m.group(2), m.group(3)
+        name = m.group(7).strip()
+        if name.endswith("..."):  # the gathered device report is cut at 2048 bytes per process
+            self.elided = True
+            name = name[:-3].rstrip()
+        self.ranks.setdefault(rank, RankInfo(
+            rank, int(group) if group else None, int(pid) if pid else None, m.group(4),
+            int(m.group(5)), m.group(6), name))
+
+    def measurement(self, no: int, cols: list[str], toks: list[str], time_ms: bool) -> Measurement:
+        vals = dict(zip(cols, toks, strict=True))
+        t = _num(vals[cols[0]], no, "a time")
+        wrong: int | None = None
+        err: float | None = None
+        for key in ("#wrong", "error", "res"):
+            tok = vals.get(key)
+            if tok is None or tok == "N/A":
+                continue
+            if key == "#wrong":
+                wrong = int(_num(tok, no, "a #wrong count"))
+            else:
+                err = _num(tok, no, "an error value")
+        return Measurement(t * 1000 if time_ms else t, _num(vals["algbw"], no, "an algbw"),
+                           _num(vals["busbw"], no, "a busbw"), wrong, err)
+
+    def row(self, no: int, toks: list[str]) -> Row:
+        c = self.cols
+        assert c is not None
+        if c.timestamp:
+            toks = toks[:-2]
+        n_pre, widths = len(c.prefix), [len(s) for s in c.sides]
+        sides: list[Measurement | None] = [None] * len(c.sides)
+        if len(toks) == n_pre + sum(widths):
+            at = n_pre
+            for i, side in enumerate(c.sides):
+                sides[i] = self.measurement(no, side, toks[at:at + widths[i]], c.time_ms)
+                at += widths[i]
+        elif len(c.sides) == 2 and len(toks) == n_pre + widths[1]:  # no out-of-place (trace replay)
+            sides[1] = self.measurement(no, c.sides[1], toks[n_pre:], c.time_ms)
+        else:
+            want = n_pre + sum(widths)
+            raise ParseError(no, f"a result row of {want} columns ({' '.join(c.prefix)} ...)", " ".join(toks))
+        pre = dict(zip(c.prefix, toks, strict=False))
+        size = int(_num(toks[0], no, "a size in bytes", integer=True))
+        count = int(_num(toks[1], no, "an element count", integer=True))
+        redop = pre.get("redop", pre.get("op"))
+        root = pre.get("root")
+        return Row(size, count, toks[2], redop,
+                   int(_num(root, no, "a root rank", integer=True)) if root is not None else None,
+                   sides[0], sides[1] if len(sides) > 1 else None)
+
+    def result(self) -> NcclTestsResult:
+        ranks = tuple(self.ranks[k] for k in sorted(self.ranks))
+        nranks = ranks[-1].rank + 1 if ranks else None
+        if ranks and len(ranks) != nranks:
+            self.elided = True
+        rows = tuple(self.rows)
+        collective = self.collective or infer_collective(rows, nranks)
+        return NcclTestsResult(
+            collective, self.version, self.nccl_version, self.nthreads, self.ngpus, nranks, ranks,
+            self.elided, rows, self.avg, self.avg_verdict, self.oob, self.oob_ok,
+            self.failures[0] if self.failures else None, tuple(self.failures), max(self.runs, 1))
+
+
+def infer_collective(rows: tuple[Row, ...], nranks: int | None) -> str | None:
+    """The collective, from the columns alone, where only one fits (None where ambiguous).
+
+    Sizes per collective (``*GetCollByteCount``/``*GetBw`` in src/<coll>.cu): all_reduce, sendrecv and
+    broadcast print size = count x wordsize; all_gather, reduce_scatter and alltoall size = count x wordsize
+    x nranks; busbw/algbw is 2(n-1)/n for all_reduce, 1 for sendrecv.
+    """
+    big = [r for r in rows if r.out_of_place is not None and r.out_of_place.algbw_GBps >= 1.0]
+    if not big or nranks is None or nranks < 2 or big[-1].type not in _WORD_SIZE:
+        return None
+    r, m = big[-1], big[-1].out_of_place
+    assert m is not None
+    per_rank = r.size_B == r.count * _WORD_SIZE[r.type] * nranks
+    whole = r.size_B == r.count * _WORD_SIZE[r.type]
+    reduces = r.redop not in (None, "none")
+    if r.root is not None and r.root >= 0:
+        return ("reduce" if reduces else "broadcast") if whole else None
+    ratio = m.busbw_GBps / m.algbw_GBps
+    if per_rank and reduces:
+        return "reduce_scatter"
+    if whole and reduces and nranks > 2:
+        if abs(ratio - 2 * (nranks - 1) / nranks) < 0.03:
+            return "all_reduce"
+        if abs(ratio - 1) < 0.03:
+            return "sendrecv"
+    return None
+
+
+@dataclass(frozen=True)
+class LaunchFinding:
+    name: str
+    ok: bool
+    message: str
+
+
+def launch_checks(
+    result: NcclTestsResult,
+    *,
+    expected_hosts: tuple[str, ...] | list[str] | None = None,
+    expected_nranks: int | None = None,
+    ceiling_GBps: float | None = None,
+    returncode: int = 0,
+) -> tuple[LaunchFinding, ...]:
+    """Self-checks of an nccl-tests launch: did it measure what was meant, before judging numbers."""
+    out: list[LaunchFinding] = []
+
+    def check(name: str, ok: bool, bad: str, good: str) -> None:
+        out.append(LaunchFinding(name, ok, good if ok else bad))
+
+    check("exit_code", returncode == 0, f"exit code {returncode}", "exit code 0")
+    check("completed", result.failure is None and bool(result.rows),
+          f"failed: {result.failure}" if result.failure else "no result rows", f"{len(result.rows)} rows")
+    n = result.nranks
+    # A binary built without MPI (MPI=0) launched as N tasks runs N independent 1-rank tests: nranks 1,
+    # busbw 0 and one full output per task (nccl-tests README: build with MPI=1 for multi-process runs).
+    check("multi_rank", n is not None and n > 1 and result.runs == 1,
+          f"{result.runs} separate runs in one output: each task ran alone (non-MPI build?)"
+          if result.runs > 1 else f"nranks={n}: a single rank measures no communication (busbw 0)",
+          f"nranks={n}")
+    if expected_nranks is not None:
+        check("nranks", n == expected_nranks, f"nranks={n}, expected {expected_nranks}", f"nranks={n}")
+    groups: dict[int, int] = {}
+    for r in result.ranks:
+        if r.group is not None:
+            groups[r.group] = groups.get(r.group, 0) + 1
+    lonely = sorted(g for g, k in groups.items() if k == 1)
+    if groups and not result.ranks_elided and n is not None and n > 1:
+        # NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK (src/common.cu run()) split ranks into groups; a group
+        # of one rank copies to itself and reports impossible bandwidth.
+        check("no_single_rank_group", not lonely,
+              f"group(s) {lonely} hold a single rank (NCCL_TESTS_SPLIT?): its busbw is a local copy",
+              f"{len(groups)} group(s), none of a single rank")
+    if ceiling_GBps is not None and result.rows:
+        peak = result.peak_busbw_GBps or 0.0
+        check("busbw_ceiling", peak <= ceiling_GBps,
+              f"busbw {peak:.2f} GB/s is above the physical ceiling {ceiling_GBps:.2f} GB/s",
+              f"peak busbw {peak:.2f} <= {ceiling_GBps:.2f} GB/s")
+    if expected_hosts is not None:
+        want = {h.split(".", 1)[0] for h in expected_hosts}  # nccl-tests prints the name up to the first '.'
+        got = set(result.hosts)
+        stray, missing = sorted(got - want), sorted(want - got)
+        if result.ranks_elided:
+            missing = []  # the hosts of elided ranks are unknown
+        check("hosts", bool(got) and not stray and not missing,
+              f"ranks on {sorted(got)}; unexpected {stray}, missing {missing}", f"ranks on {sorted(got)}")
+    wrong = [(r.size_B, m.wrong) for r in result.rows for m in (r.out_of_place, r.in_place)
+             if m is not None and m.wrong]
+    check("no_wrong", not wrong, f"#wrong > 0 at (size_B, #wrong) {wrong[:4]}", "#wrong 0 everywhere")
+    check("out_of_bounds", result.out_of_bounds_ok is True,
+          "no 'Out of bounds values' line (the run did not finish)" if result.out_of_bounds is None
+          else f"Out of bounds values: {result.out_of_bounds} FAILED", "Out of bounds values: 0 OK")
+    return tuple(out)

@@ -1,0 +1,280 @@
+"""A model of a GPU cluster's fabric for the simulated nccl-tests (DESIGN.md, "Simulation").
+
+Pure and cheap: a :class:`Fabric` is loaded once (``load_fabric``), and :func:`busbw_GBps` is a few dict
+lookups per call, with no I/O, so benchmarks can call it for every pair of a 4096-node cluster.
+
+The model: each node has ``gpus`` GPUs, ``rails`` (rail k is the HCA ``rails[k]``, e.g. mlx5_k) of
+``rail_GBps`` line rate each and ``nvlink_GBps`` of intra-node bus bandwidth; each leaf (a Slurm block)
+has ``uplink_GBps`` towards the spine. A run's bottleneck is the slowest rank (a ring goes as fast as its
+slowest link): per node, a rank's share of the rails it uses; per leaf, the uplink shared by the rings
+that cross leaves; within one node, NVLink. Faults scale these. Bus bandwidth then follows
+``t(S) = latency + factor * S / (efficiency * bottleneck)`` (latency-bound small sizes rising to an
+asymptote of ``efficiency`` (0.92) x the bottleneck), times a small deterministic noise (+-1%).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hostlist
+
+from clusteraccept.errors import SiteConfigError
+
+
+# busbw/algbw per collective with n ranks (nccl-tests src/<coll>.cu *GetBw()).
+def _ring2(n: int) -> float:
+    return 2 * (n - 1) / n
+
+
+def _ring(n: int) -> float:
+    return (n - 1) / n
+
+
+def _one(n: int) -> float:
+    return 1.0
+
+
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": _ring2, "all_gather": _ring, "reduce_scatter": _ring, "alltoall": _ring,
+    "sendrecv": _one, "broadcast": _one, "reduce": _one,
+}
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    leaf: str | None
+    gpus: int
+    rails: tuple[str, ...]  # rail k <-> HCA name rails[k]
+    rail_GBps: float
+    nvlink_GBps: float
+    gpu_name: str
+    bus_ids: tuple[str, ...]  # per GPU, as nccl-tests prints them ("0000:18:00")
+
+
+@dataclass(frozen=True)
+class Leaf:
+    name: str
+    nodes: tuple[str, ...]
+    uplink_GBps: float
+
+
+@dataclass(frozen=True)
+class Faults:
+    slow_rail: tuple[tuple[str, int, float], ...] = ()  # (node, rail, factor)
+    bad_cable: tuple[tuple[str, str, int | None, float], ...] = ()  # (a, b, rail or None=all, factor)
+    slow_uplink: tuple[tuple[str, float], ...] = ()  # (leaf, factor)
+    slow_node: tuple[tuple[str, float], ...] = ()  # (node, factor)
+    non_mpi: bool = False  # every task runs alone: nranks 1, busbw 0
+    wrong: tuple[str, ...] = ()  # nodes whose ranks corrupt data (#wrong > 0)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    nodes: Mapping[str, Node]
+    leaves: Mapping[str, Leaf]
+    faults: Faults = Faults()
+    seed: int = 0
+    latency_us: float = 20.0  # added to every size (inter-node); half of it within one node
+    efficiency: Mapping[str, float] = field(default_factory=dict)  # per collective, default 0.92
+    noise: float = 0.01
+    default: Node = Node("", None, 8, tuple(f"mlx5_{k}" for k in range(8)), 50.0, 450.0,
+                         "NVIDIA H100 80GB HBM3", ())
+    _rail_f: dict[tuple[str, int | None], float] = field(default_factory=dict, init=False, repr=False,
+                                                         compare=False)
+    _pair_f: dict[frozenset[str], list[tuple[int | None, float]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        rail_f = self._rail_f
+        for node, rail, f in self.faults.slow_rail:
+            rail_f[node, rail] = rail_f.get((node, rail), 1.0) * f
+        for node, f in self.faults.slow_node:
+            rail_f[node, None] = rail_f.get((node, None), 1.0) * f
+        for a, b, cable_rail, f in self.faults.bad_cable:
+            node, other = (a, b) if a in self.nodes else (b, a)
+            if other in self.leaves:  # a node's own cable to its leaf: that rail (-1: all) of that node
+                key = (node, -1 if cable_rail is None else cable_rail)
+                rail_f[key] = rail_f.get(key, 1.0) * f
+            else:
+                self._pair_f.setdefault(frozenset((a, b)), []).append((cable_rail, f))
+
+    def node(self, name: str) -> Node:
+        """The node of that name; a host the fabric does not know gets the defaults, on no leaf."""
+        n = self.nodes.get(name) or self.nodes.get(name.split(".", 1)[0])
+        return n if n is not None else Node(name, None, self.default.gpus, self.default.rails,
+                                            self.default.rail_GBps, self.default.nvlink_GBps,
+                                            self.default.gpu_name, self.default.bus_ids)
+
+    def rail_of(self, node: str, hca: str) -> int | None:
+        rails = self.node(node).rails
+        return rails.index(hca) if hca in rails else None
+
+    def rail_GBps(self, node: str, rail: int) -> float:
+        """Effective line rate of one rail of one node (faults applied, pair cables excluded)."""
+        n, f = self.node(node), self._rail_f
+        return (n.rail_GBps * f.get((node, rail), 1.0) * f.get((node, -1), 1.0) * f.get((node, None), 1.0))
+
+
+def _per_rank(fab: Fabric, host: str, rails: tuple[int, ...], ranks: int, pair: dict[int, float]) -> float:
+    """The slowest rank's inter-node bandwidth on one node: rails shared round-robin among its ranks."""
+    eff = [fab.rail_GBps(host, k) * pair.get(k, 1.0) * pair.get(-1, 1.0) for k in rails]
+    if ranks >= len(eff):
+        load = [len(range(j, ranks, len(eff))) for j in range(len(eff))]
+        return min(e / c for e, c in zip(eff, load, strict=True))
+    return min(sum(eff[j] for j in range(i, len(eff), ranks)) for i in range(ranks))
+
+
+def bottleneck_GBps(fab: Fabric, hosts: Iterable[str], rails_used: Iterable[int] | None,
+                    ranks_per_node: int | None = None) -> float:
+    """The bandwidth of the slowest link a rank of this run depends on (no efficiency, no noise)."""
+    names = sorted(set(hosts))
+    if not names:
+        raise ValueError("no hosts")
+    if len(names) == 1:
+        n = fab.node(names[0])
+        return n.nvlink_GBps * fab._rail_f.get((names[0], None), 1.0)
+    pair: dict[str, dict[int, float]] = {}
+    if fab._pair_f:
+        present = set(names)
+        for key, items in fab._pair_f.items():
+            if key <= present:
+                for h in key:
+                    d = pair.setdefault(h, {})
+                    for rail, f in items:
+                        d[-1 if rail is None else rail] = d.get(-1 if rail is None else rail, 1.0) * f
+    best = math.inf
+    leaves: set[str] = set()
+    n_rails = 1
+    for h in names:
+        node = fab.node(h)
+        rails = tuple(range(len(node.rails))) if rails_used is None else tuple(rails_used)
+        if any(k < 0 or k >= len(node.rails) for k in rails) or not rails:
+            raise ValueError(f"{h} has rails 0..{len(node.rails) - 1}, asked for {rails}")
+        ranks = ranks_per_node or node.gpus
+        best = min(best, _per_rank(fab, h, rails, ranks, pair.get(h, {})),
+                   node.nvlink_GBps * fab._rail_f.get((h, None), 1.0))
+        n_rails = max(n_rails, len(rails), ranks)
+        if node.leaf is not None:
+            leaves.add(node.leaf)
+    if len(leaves) > 1:  # each ring crossing leaves takes a share of every involved leaf's uplink
+        for leaf in leaves:
+            f = math.prod(x for name, x in fab.faults.slow_uplink if name == leaf)
+            best = min(best, fab.leaves[leaf].uplink_GBps * f / n_rails)
+    return best
+
+
+def _noise(fab: Fabric, key: str) -> float:
+    u = zlib.crc32(f"{fab.seed}|{key}".encode()) / 0xFFFFFFFF  # deterministic, uniform in [0, 1]
+    return 1.0 + fab.noise * (2.0 * u - 1.0)
+
+
+def busbw_GBps(fab: Fabric, collective: str, hosts: Iterable[str], rails_used: Iterable[int] | None,
+               size_B: int, *, ranks_per_node: int | None = None, in_place: bool = False) -> float:
+    """Bus bandwidth nccl-tests would report for ``collective`` of ``size_B`` bytes over ``hosts``.
+
+    ``rails_used``: rail indices (None: all rails of each node); ``ranks_per_node``: default the node's
+    GPU count. Deterministic for a given fabric seed; NaN-free; 0.0 for a single rank or size 0.
+    """
+    names = tuple(sorted(set(hosts)))
+    rails = None if rails_used is None else tuple(rails_used)
+    rpn = ranks_per_node or fab.node(names[0]).gpus if names else 1
+    nranks = len(names) * rpn
+    if size_B <= 0 or nranks < 2 or fab.faults.non_mpi:
+        return 0.0
+    factor = BUS_FACTOR.get(collective, BUS_FACTOR["all_reduce"])(nranks)
+    peak = fab.efficiency.get(collective, 0.92) * bottleneck_GBps(fab, names, rails, rpn)
+    latency_s = fab.latency_us * (1.0 if len(names) > 1 else 0.5) * 1e-6
+    seconds = latency_s + factor * size_B / (peak * 1e9)
+    key = f"{collective}|{','.join(names)}|{rails}|{rpn}|{size_B}|{int(in_place)}"
+    return factor * size_B / seconds / 1e9 * _noise(fab, key)
+
+
+# ---------------------------------------------------------------------------------------------- loading
+def _num(d: Mapping[str, Any], key: str, where: str, src: str, default: float | None = None) -> float:
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise SiteConfigError(src, f"{where}.{key}", "a non-negative number", repr(v))
+    return float(v)
+
+
+def _list(v: Any) -> list[Any]:
+    return [] if v is None or v is False else v if isinstance(v, list) else [v]
+
+
+def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
+    """Build a Fabric from its JSON document (format: see the module docstring of sim/nccl_tests.py)."""
+    if not isinstance(d, Mapping):
+        raise SiteConfigError(source, "", "a JSON object", type(d).__name__)
+    dd = d.get("defaults", {})
+    rails = tuple(dd.get("rails", [f"mlx5_{k}" for k in range(8)]))
+    default = Node("", None, int(_num(dd, "gpus", "defaults", source, 8)), rails,
+                   _num(dd, "rail_GBps", "defaults", source, 50.0),
+                   _num(dd, "nvlink_GBps", "defaults", source, 450.0),
+                   str(dd.get("gpu_name", "NVIDIA H100 80GB HBM3")), tuple(dd.get("bus_ids", ())))
+    leaf_of: dict[str, str] = {}
+    leaves: dict[str, Leaf] = {}
+    for i, lf in enumerate(_list(d.get("leaves"))):
+        where = f"leaves[{i}]"
+        try:
+            members = tuple(hostlist.expand_hostlist(str(lf["nodes"])))
+            name = str(lf["name"])
+        except (KeyError, TypeError, hostlist.BadHostlist) as exc:
+            raise SiteConfigError(source, where, "{name, nodes (hostlist), uplink_GBps}", str(exc)) from None
+        leaves[name] = Leaf(name, members, _num(lf, "uplink_GBps", where, source, 1e9))
+        leaf_of.update(dict.fromkeys(members, name))
+    over: dict[str, Mapping[str, Any]] = {}
+    for expr, o in dict(d.get("nodes", {})).items():
+        over.update(dict.fromkeys(hostlist.expand_hostlist(expr), o))
+    nodes: dict[str, Node] = {}
+    for name in sorted(set(leaf_of) | set(over)):
+        o = over.get(name, {})
+        nodes[name] = Node(
+            name, leaf_of.get(name), int(_num(o, "gpus", name, source, default.gpus)),
+            tuple(o.get("rails", default.rails)), _num(o, "rail_GBps", name, source, default.rail_GBps),
+            _num(o, "nvlink_GBps", name, source, default.nvlink_GBps),
+            str(o.get("gpu_name", default.gpu_name)), tuple(o.get("bus_ids", default.bus_ids)))
+    fd = d.get("faults", {}) or {}
+    known = set(nodes) | set(leaves)
+
+    def check(name: Any, key: str, pool: set[str] | dict[str, Any]) -> str:
+        if name not in pool:
+            raise SiteConfigError(source, f"faults.{key}", f"a name in the fabric ({len(pool)} known)",
+                                  repr(name))
+        return str(name)
+
+    try:
+        faults = Faults(
+            tuple((check(f["node"], "slow_rail", nodes), int(f["rail"]), float(f["factor"]))
+                  for f in _list(fd.get("slow_rail"))),
+            tuple((check(f["a"], "bad_cable", known), check(f["b"], "bad_cable", known),
+                   None if f.get("rail") is None else int(f["rail"]), float(f["factor"]))
+                  for f in _list(fd.get("bad_cable"))),
+            tuple((check(f["leaf"], "slow_uplink", leaves), float(f["factor"]))
+                  for f in _list(fd.get("slow_uplink"))),
+            tuple((check(f["node"], "slow_node", nodes), float(f["factor"]))
+                  for f in _list(fd.get("slow_node"))),
+            bool(fd.get("non_mpi", False)),
+            tuple(check(f["node"] if isinstance(f, Mapping) else f, "wrong", nodes)
+                  for f in _list(fd.get("wrong"))))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
+    eff = {str(k): float(v) for k, v in dict(d.get("efficiency", {})).items()}
+    return Fabric(nodes, leaves, faults, int(d.get("seed", 0)),
+                  _num(d, "latency_us", "", source, 20.0), eff, _num(d, "noise", "", source, 0.01), default)
+
+
+def load_fabric(path: str | Path) -> Fabric:
+    """Read a fabric JSON file (once; keep the Fabric)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SiteConfigError(str(p), "", "a readable fabric JSON file", str(exc)) from None
+    return fabric_from_dict(doc, str(p))

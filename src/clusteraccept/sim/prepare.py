@@ -1,0 +1,102 @@
+"""Materialize a simulated site: host profiles, the fabric model and the drop-in nccl-tests bin dir.
+
+The paths come from the site itself (``env.CLUSTERACCEPT_HOST_PROFILE``, ``env.CLUSTERACCEPT_FABRIC``,
+``tools.nccl_tests_bin``), so the jobs find them exactly as they would find real ones. Also
+:func:`simulate_step` runs one planned step in-process (property tests and benchmarks at 4,096 nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.evidence import Evidence
+from clusteraccept.plan import Step
+from clusteraccept.sim.fabric import Fabric, fabric_from_dict
+from clusteraccept.sim.hosts import build_profiles
+from clusteraccept.sim.nccl_tests import install_bin_dir, parse_args, render
+from clusteraccept.site import Site
+
+FABRIC_KINDS = {"slow_rail", "slow_node", "bad_cable", "slow_uplink", "non_mpi", "wrong"}
+
+
+def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
+    """The fabric JSON of a simulated site: its nodes, rails and blocks (as leaves), plus its faults."""
+    nt = site.node_types[0]
+    rate = next((r.rate_Gbps for r in nt.rails if r.rate_Gbps), 400.0) or 400.0
+    rail_GBps = rate / 8  # Gb/s -> GB/s
+    leaves = [{"name": b, "nodes": ",".join(members),
+               # non-blocking leaf: every rail of every node has its own uplink share
+               "uplink_GBps": len(members) * max(1, len(nt.rails)) * rail_GBps}
+              for b, members in site.blocks.items()]
+    faults: dict[str, list[dict[str, Any]] | bool] = {}
+    for f in site.sim_faults:
+        kind = f["kind"]
+        if kind not in FABRIC_KINDS:
+            continue
+        if kind == "non_mpi":
+            faults["non_mpi"] = True
+            continue
+        entry = {k: v for k, v in f.items() if k != "kind"}
+        if kind == "slow_uplink":
+            # The site's factor is the share of a rail's bandwidth each flow through the leaf's uplinks
+            # still gets; the fabric model divides the whole uplink among a run's rails, so scale it.
+            uplink = next(float(lf["uplink_GBps"]) for lf in leaves if lf["name"] == f["leaf"])
+            entry["factor"] = float(f["factor"]) * rail_GBps / uplink
+        if kind == "bad_cable":
+            a, b = entry.pop("nodes")
+            entry.update(a=a, b=b)
+        cast = faults.setdefault(kind, [])
+        assert isinstance(cast, list)
+        cast.append(entry)
+    return {
+        "seed": site.nccl.seed if seed is None else seed,
+        "defaults": {"gpus": nt.gpus, "rails": [r.hca for r in nt.rails] or ["mlx5_0"], "rail_GBps": rail_GBps,
+                     "nvlink_GBps": 450.0, "gpu_name": nt.gpu_model or "NVIDIA H100 80GB HBM3"},
+        "leaves": leaves,
+        "faults": faults,
+    }
+
+
+def prepare(site: Site, python: str | None = None) -> list[Path]:
+    """Write what the simulated site's jobs read; returns the paths written."""
+    written: list[Path] = []
+    profiles = site.env.get("CLUSTERACCEPT_HOST_PROFILE")
+    if profiles:
+        written += build_profiles(site, Path(profiles))
+    fabric = site.env.get("CLUSTERACCEPT_FABRIC")
+    if fabric:
+        path = Path(fabric)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(fabric_doc(site), indent=1))
+        written.append(path)
+    if site.tools.nccl_tests_bin:
+        install_bin_dir(Path(site.tools.nccl_tests_bin), python or site.slurm.python or sys.executable)
+        written.append(Path(site.tools.nccl_tests_bin))
+    return written
+
+
+def simulate_step(fabric: Fabric, step: Step) -> Evidence:
+    """What one planned srun step would print on the simulated fabric, without Slurm or processes."""
+    argv = list(step.argv)
+    env: dict[str, str] = {}
+    i = argv.index("env") + 1
+    while "=" in argv[i] and not argv[i].startswith("/"):
+        k, v = argv[i].split("=", 1)
+        env[k] = v
+        i += 1
+    binary, flags = Path(argv[i]).name, argv[i + 1:]
+    per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
+    opts = parse_args(flags)
+    assert not isinstance(opts, str), opts
+    text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
+    meta = {"check": "nccl", "kind": step.kind, "scope": step.scope, "collective": step.collective,
+            "subject": step.subject, "nodes": ",".join(step.nodes),
+            "rail": "" if step.rail is None else str(step.rail), "simulated": "in-process"}
+    return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
+
+
+def fabric_of(site: Site, seed: int | None = None) -> Fabric:
+    return fabric_from_dict(fabric_doc(site, seed), f"{site.file} (sim)")

@@ -1,0 +1,133 @@
+"""The job layer on the virtual Slurm cluster: probe jobs, campaign rounds, timeouts, node loss, refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusteraccept.errors import SubmitError
+from clusteraccept.plan import CampaignJob, ProbeJob, Round, Step
+from clusteraccept.site import Site, parse_site
+from clusteraccept.submit import JobLayer
+
+pytestmark = pytest.mark.vcluster
+
+
+def make_site(info: Any, **slurm: Any) -> Site:
+    data = {
+        "name": "vtest",
+        "slurm": {"executor": "slurm", "partition": info.partition, "time_limit_min": 2, "step_timeout_s": 60,
+                  "slurm_conf": str(info.slurm_conf), **slurm},
+        "nodes": ",".join(info.nodes),
+        "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
+    }
+    return parse_site(Path("vtest.yaml"), data)
+
+
+def run_dir(info: Any, name: str) -> Path:
+    d = Path(info.shared_dir) / "runs" / f"{name}-{time.time_ns()}"
+    (d / "raw").mkdir(parents=True)
+    return d
+
+
+def step(nodes: tuple[str, ...], argv: list[str], subject: str) -> Step:
+    return Step("pair", "pair_in_block", "sendrecv", nodes, 0, subject, tuple(argv))
+
+
+def test_probe_job_over_4_nodes_returns_4_results(vcluster: Any) -> None:
+    site = make_site(vcluster)
+    layer = JobLayer(site, run_dir(vcluster, "probe"))
+    t0 = time.monotonic()
+    layer.submit_probes(ProbeJob("probe-nodes", vcluster.nodes, ()), {"timeout_s": 10})
+    (outcome,) = layer.wait()
+    latency = time.monotonic() - t0
+    assert outcome.state == "COMPLETED", outcome.message
+    assert outcome.missing == ()
+    hosts = sorted({ev.host for ev in outcome.evidence})
+    assert hosts == sorted(vcluster.nodes)  # one result per node, from the node itself
+    uname = [ev for ev in outcome.evidence if ev.source == "uname"]
+    assert len(uname) == 4 and all(ev.returncode == 0 for ev in uname)
+    print(f"submit->result latency of a 4-node probe job: {latency:.2f} s")
+
+
+def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
+    site = make_site(vcluster)
+    a, b, c, d = vcluster.nodes[:4]
+    sleeper = ["--exact", "--overlap", "sh", "-c", "sleep 2; hostname"]
+    rnd = Round(0, "pairs 1", (
+        step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", *sleeper], f"{a}-{b}:rail0"),
+        step((c, d), ["srun", "-N2", "-n2", "-w", f"{c},{d}", *sleeper], f"{c}-{d}:rail0"),
+    ))
+    layer = JobLayer(site, run_dir(vcluster, "campaign"))
+    layer.submit_campaign(CampaignJob("campaign-t", "t", vcluster.nodes, (rnd,)))
+    (outcome,) = layer.wait()
+    assert outcome.state == "COMPLETED", outcome.message
+    assert len(outcome.evidence) == 2 and all(ev.returncode == 0 for ev in outcome.evidence)
+    by_subject = {ev.host: ev for ev in outcome.evidence}
+    assert sorted(by_subject[f"{a}-{b}:rail0"].stdout.split()) == sorted([a, b])
+    assert sorted(by_subject[f"{c}-{d}:rail0"].stdout.split()) == sorted([c, d])
+    wall = float(outcome.evidence[0].meta["round_wall_s"])
+    steps_sum = sum(ev.duration_s for ev in outcome.evidence)
+    assert wall < steps_sum * 0.8, (wall, steps_sum)  # they overlapped: not run one after the other
+    print(f"campaign round wall {wall:.2f} s vs sum of step run times {steps_sum:.2f} s")
+
+
+def test_job_over_its_time_limit_is_a_timeout(vcluster: Any) -> None:
+    site = make_site(vcluster, time_limit_min=1)
+    a, b = vcluster.nodes[:2]
+    rnd = Round(0, "slow", (step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", "sleep", "300"], f"{a}-{b}:rail0"),))
+    layer = JobLayer(site, run_dir(vcluster, "timeout"))
+    layer.submit_campaign(CampaignJob("campaign-slow", "t", (a, b), (rnd,)))
+    (outcome,) = layer.wait()
+    assert outcome.state == "TIMEOUT", outcome
+    assert outcome.missing == (f"sendrecv:{a}-{b}:rail0",)
+    assert "TIMEOUT" in outcome.message and f"{a}-{b}:rail0" in outcome.message
+
+
+def _set_down_when_running(info: Any, node: str, env: dict[str, str], stop: threading.Event) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not stop.is_set():
+        out = subprocess.run(["squeue", "-h", "-o", "%T", "-n", "clusteraccept-probe-hold"], env=env,
+                             capture_output=True, text=True, check=False).stdout
+        if "RUNNING" in out:
+            time.sleep(1.0)  # let the tasks start their hold
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=clusteraccept-test"],
+                           env=env, check=True)
+            return
+        time.sleep(0.2)
+
+
+def test_node_down_mid_run_keeps_other_results(vcluster: Any) -> None:
+    site = make_site(vcluster)
+    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    victim = vcluster.nodes[2]
+    stop = threading.Event()
+    t = threading.Thread(target=_set_down_when_running, args=(vcluster, victim, env, stop))
+    t.start()
+    try:
+        layer = JobLayer(site, run_dir(vcluster, "down"))
+        layer.submit_probes(ProbeJob("probe-hold", vcluster.nodes, ()), {"timeout_s": 10, "hold_s": 8})
+        (outcome,) = layer.wait()
+    finally:
+        stop.set()
+        t.join()
+        subprocess.run(["scontrol", "update", f"nodename={victim}", "state=resume"], env=env, check=False)
+    assert outcome.missing == (victim,), outcome
+    assert victim in outcome.message
+    assert sorted({ev.host for ev in outcome.evidence}) == sorted(n for n in vcluster.nodes if n != victim)
+
+
+def test_sbatch_refusal_is_an_error_with_sbatch_message(vcluster: Any) -> None:
+    site = make_site(vcluster, partition="nosuchpartition")
+    layer = JobLayer(site, run_dir(vcluster, "refused"))
+    layer.submit_probes(ProbeJob("probe-nodes", vcluster.nodes, ()), {})
+    (outcome,) = layer.wait()
+    assert outcome.state == "SUBMIT_ERROR"
+    assert "invalid partition" in outcome.message.lower(), outcome.message
+    assert outcome.missing == vcluster.nodes
+    assert isinstance(SubmitError(outcome.message), SubmitError)
