@@ -64,18 +64,34 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "check": self.check, "family": self.family, "subject": self.subject,
-            "outcome": self.outcome.value, "message": self.message, "value": self.value,
-            "ref": self.ref, "lower": self.lower, "upper": self.upper, "unit": self.unit,
-            "evidence": list(self.evidence), "labels": dict(self.labels),
+            "check": self.check,
+            "family": self.family,
+            "subject": self.subject,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "value": self.value,
+            "ref": self.ref,
+            "lower": self.lower,
+            "upper": self.upper,
+            "unit": self.unit,
+            "evidence": list(self.evidence),
+            "labels": dict(self.labels),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
         return cls(
-            check=d["check"], family=d["family"], subject=d["subject"], outcome=Outcome(d["outcome"]),
-            message=d["message"], value=d.get("value"), ref=d.get("ref"), lower=d.get("lower"),
-            upper=d.get("upper"), unit=d.get("unit", ""), evidence=tuple(d.get("evidence", ())),
+            check=d["check"],
+            family=d["family"],
+            subject=d["subject"],
+            outcome=Outcome(d["outcome"]),
+            message=d["message"],
+            value=d.get("value"),
+            ref=d.get("ref"),
+            lower=d.get("lower"),
+            upper=d.get("upper"),
+            unit=d.get("unit", ""),
+            evidence=tuple(d.get("evidence", ())),
             labels=dict(d.get("labels", {})),
         )
 
@@ -110,9 +126,16 @@ def judge(
     """Judge a number against its reference. No reference: SKIP saying which key lacks one (never PASS)."""
     ctx = f" [{context}]" if context else ""
     if reference is None:
-        return Verdict(check, family, subject, Outcome.SKIP,
-                       f"{what}={_fmt(value)}: no baseline for this key{ctx}", value=value,
-                       evidence=evidence, labels=dict(labels or {}))
+        return Verdict(
+            check,
+            family,
+            subject,
+            Outcome.SKIP,
+            f"{what}={_fmt(value)}: no baseline for this key{ctx}",
+            value=value,
+            evidence=evidence,
+            labels=dict(labels or {}),
+        )
     lo, hi = reference.bounds()
     unit = reference.unit
     rel = ""
@@ -120,16 +143,34 @@ def judge(
         pct = (value / reference.ref - 1) * 100
         rel = f"{pct:+.0f}%"
     if lo is not None and value < lo:
-        outcome, msg = Outcome.FAIL, f"{what}={_fmt(value)} {unit} is below {_fmt(lo)} (ref {_fmt(reference.ref)}, {rel})"
+        outcome, msg = (
+            Outcome.FAIL,
+            f"{what}={_fmt(value)} {unit} is below {_fmt(lo)} (ref {_fmt(reference.ref)}, {rel})",
+        )
     elif hi is not None and value > hi:
-        outcome, msg = Outcome.FAIL, f"{what}={_fmt(value)} {unit} is above {_fmt(hi)} (ref {_fmt(reference.ref)}, {rel})"
+        outcome, msg = (
+            Outcome.FAIL,
+            f"{what}={_fmt(value)} {unit} is above {_fmt(hi)} (ref {_fmt(reference.ref)}, {rel})",
+        )
     else:
         span = f"[{'-inf' if lo is None else _fmt(lo)}, {'inf' if hi is None else _fmt(hi)}]"
         outcome, msg = Outcome.PASS, f"{what}={_fmt(value)} {unit} within {span} (ref {_fmt(reference.ref)})"
     if outcome is Outcome.FAIL and reference.xfail:
         outcome, msg = Outcome.WAIVED, f"{msg}; waived: {reference.xfail}"
-    return Verdict(check, family, subject, outcome, msg.replace("  ", " ") + ctx, value=value, ref=reference.ref,
-                   lower=lo, upper=hi, unit=unit, evidence=evidence, labels=dict(labels or {}))
+    return Verdict(
+        check,
+        family,
+        subject,
+        outcome,
+        msg.replace("  ", " ") + ctx,
+        value=value,
+        ref=reference.ref,
+        lower=lo,
+        upper=hi,
+        unit=unit,
+        evidence=evidence,
+        labels=dict(labels or {}),
+    )
 
 
 def expect(
@@ -144,8 +185,16 @@ def expect(
     labels: Mapping[str, str] | None = None,
 ) -> Verdict:
     """A yes/no verdict (a configuration fact: trust mode, PFC priority, module loaded...)."""
-    return Verdict(check, family, subject, Outcome.PASS if ok else Outcome.FAIL, message, value=value,
-                   evidence=evidence, labels=dict(labels or {}))
+    return Verdict(
+        check,
+        family,
+        subject,
+        Outcome.PASS if ok else Outcome.FAIL,
+        message,
+        value=value,
+        evidence=evidence,
+        labels=dict(labels or {}),
+    )
 
 
 def skip(check: str, family: str, subject: str, reason: str, evidence: tuple[str, ...] = ()) -> Verdict:

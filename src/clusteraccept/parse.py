@@ -31,8 +31,10 @@ def to_jsonable(obj: Any) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print(f"usage: python -m clusteraccept.parse TOOL FILE   (tools: {', '.join(sorted(parsers.TOOLS))})",
-              file=sys.stderr)
+        print(
+            f"usage: python -m clusteraccept.parse TOOL FILE   (tools: {', '.join(sorted(parsers.TOOLS))})",
+            file=sys.stderr,
+        )
         return 2
     tool, file = args
     try:

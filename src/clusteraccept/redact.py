@@ -11,10 +11,14 @@ if TYPE_CHECKING:
 
 REDACTED = "<redacted>"
 # Names that look like credentials: *TOKEN*, *SECRET*, *PASSWORD*/*PASSWD*, *_KEY, *CREDENTIAL*, *_AUTH*.
-_SECRET_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|_KEY|_AUTH|APIKEY)[A-Za-z0-9_]*"
+_SECRET_NAME = (
+    r"[A-Za-z_][A-Za-z0-9_]*(?:TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIAL|_KEY|_AUTH|APIKEY)[A-Za-z0-9_]*"
+)
 _SECRET_RE = re.compile(_SECRET_NAME, re.IGNORECASE)
 # NAME=value (env dumps, shell lines), "NAME": "value" (JSON), NAME: value (yaml-ish)
-_ASSIGN = re.compile(rf"(?P<name>\b{_SECRET_NAME})(?P<sep>=|\"\s*:\s*\"|:\s+)(?P<val>[^\s\"',;]*)", re.IGNORECASE)
+_ASSIGN = re.compile(
+    rf"(?P<name>\b{_SECRET_NAME})(?P<sep>=|\"\s*:\s*\"|:\s+)(?P<val>[^\s\"',;]*)", re.IGNORECASE
+)
 
 
 def is_secret_name(name: str) -> bool:

@@ -45,7 +45,9 @@ def _commands(profile: Path) -> tuple[tuple[str, str, int], ...]:
     index = profile / "commands.json"
     if not index.exists():
         return ()
-    return tuple((e["match"], e["stdout"], int(e.get("returncode", 0))) for e in json.loads(index.read_text()))
+    return tuple(
+        (e["match"], e["stdout"], int(e.get("returncode", 0))) for e in json.loads(index.read_text())
+    )
 
 
 def _recorded(profile: Path, argv: tuple[str, ...]) -> tuple[str, int] | None:
@@ -74,29 +76,70 @@ def run(
     if profile is not None:
         rec = _recorded(profile, argv_t)
         if rec is not None:
-            return Evidence(host, src, argv=argv_t, returncode=rec[1], stdout=rec[0], duration_s=0.0,
-                            meta={"simulated": "host-profile"})
+            return Evidence(
+                host,
+                src,
+                argv=argv_t,
+                returncode=rec[1],
+                stdout=rec[0],
+                duration_s=0.0,
+                meta={"simulated": "host-profile"},
+            )
         # Only site-provided tools given by absolute path (e.g. the simulated nccl-tests) run for real.
         if not (os.path.isabs(argv_t[0]) and os.access(argv_t[0], os.X_OK)):
-            return Evidence(host, src, argv=argv_t, returncode=127,
-                            stderr=f"{argv_t[0]}: command not found", meta={"simulated": "host-profile"})
+            return Evidence(
+                host,
+                src,
+                argv=argv_t,
+                returncode=127,
+                stderr=f"{argv_t[0]}: command not found",
+                meta={"simulated": "host-profile"},
+            )
     full_env = None if env is None else {**os.environ, **env}
     try:
-        proc = subprocess.run(argv_t, capture_output=True, text=True, timeout=timeout_s, env=full_env,
-                              errors="replace", check=False)
+        proc = subprocess.run(
+            argv_t,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=full_env,
+            errors="replace",
+            check=False,
+        )
     except FileNotFoundError as exc:
-        return Evidence(host, src, argv=argv_t, returncode=127, stderr=f"{argv_t[0]}: command not found ({exc})",
-                        duration_s=time.monotonic() - t0)
+        return Evidence(
+            host,
+            src,
+            argv=argv_t,
+            returncode=127,
+            stderr=f"{argv_t[0]}: command not found ({exc})",
+            duration_s=time.monotonic() - t0,
+        )
     except PermissionError as exc:
-        return Evidence(host, src, argv=argv_t, returncode=126, stderr=str(exc),
-                        duration_s=time.monotonic() - t0)
+        return Evidence(
+            host, src, argv=argv_t, returncode=126, stderr=str(exc), duration_s=time.monotonic() - t0
+        )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        return Evidence(host, src, argv=argv_t, returncode=None, stdout=out,
-                        stderr=err + f"\ntimed out after {timeout_s:g} s", duration_s=time.monotonic() - t0)
-    return Evidence(host, src, argv=argv_t, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-                    duration_s=time.monotonic() - t0)
+        return Evidence(
+            host,
+            src,
+            argv=argv_t,
+            returncode=None,
+            stdout=out,
+            stderr=err + f"\ntimed out after {timeout_s:g} s",
+            duration_s=time.monotonic() - t0,
+        )
+    return Evidence(
+        host,
+        src,
+        argv=argv_t,
+        returncode=proc.returncode,
+        stdout=proc.stdout,
+        stderr=proc.stderr,
+        duration_s=time.monotonic() - t0,
+    )
 
 
 def _resolve(path: str) -> Path:

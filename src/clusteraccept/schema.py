@@ -63,7 +63,9 @@ class Section:
             return default
         return self.data[name]
 
-    def typed(self, name: str, kind: type[T] | tuple[type, ...], expected: str, default: Any = _MISSING) -> Any:
+    def typed(
+        self, name: str, kind: type[T] | tuple[type, ...], expected: str, default: Any = _MISSING
+    ) -> Any:
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return value
@@ -74,23 +76,32 @@ class Section:
             raise self.error(name, expected, value)
         return value
 
-    def string(self, name: str, expected: str = "a string", default: Any = _MISSING,
-            pattern: str | None = None) -> Any:
+    def string(
+        self, name: str, expected: str = "a string", default: Any = _MISSING, pattern: str | None = None
+    ) -> Any:
         value = self.typed(name, str, expected, default)
         if isinstance(value, str) and pattern and not re.fullmatch(pattern, value):
             raise self.error(name, expected, value)
         return value
 
-    def integer(self, name: str, expected: str = "an integer", default: Any = _MISSING,
-            minimum: int | None = None, maximum: int | None = None) -> Any:
+    def integer(
+        self,
+        name: str,
+        expected: str = "an integer",
+        default: Any = _MISSING,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> Any:
         value = self.typed(name, int, expected, default)
-        if isinstance(value, int) and ((minimum is not None and value < minimum)
-                                       or (maximum is not None and value > maximum)):
+        if isinstance(value, int) and (
+            (minimum is not None and value < minimum) or (maximum is not None and value > maximum)
+        ):
             raise self.error(name, expected, value)
         return value
 
-    def number(self, name: str, expected: str = "a number", default: Any = _MISSING,
-              minimum: float | None = None) -> Any:
+    def number(
+        self, name: str, expected: str = "a number", default: Any = _MISSING, minimum: float | None = None
+    ) -> Any:
         value = self.typed(name, (int, float), expected, default)
         if isinstance(value, int | float) and minimum is not None and value < minimum:
             raise self.error(name, expected, value)
@@ -107,10 +118,14 @@ class Section:
         if value not in choices:
             close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}?" if close else ""
-            raise SiteConfigError(self.file, self.key(name), f"one of {', '.join(choices)}", describe(value), hint)
+            raise SiteConfigError(
+                self.file, self.key(name), f"one of {', '.join(choices)}", describe(value), hint
+            )
         return value
 
-    def str_list(self, name: str, expected: str = "a list of strings", default: Any = _MISSING) -> tuple[str, ...]:
+    def str_list(
+        self, name: str, expected: str = "a list of strings", default: Any = _MISSING
+    ) -> tuple[str, ...]:
         value = self.raw(name, default)
         if value is default and default is not _MISSING:
             return tuple(value)
@@ -149,7 +164,9 @@ class Section:
         try:
             return fn(value)
         except (ValueError, TypeError) as exc:
-            raise SiteConfigError(self.file, self.key(name), expected, describe(value), str(exc) or "") from None
+            raise SiteConfigError(
+                self.file, self.key(name), expected, describe(value), str(exc) or ""
+            ) from None
 
 
 _SIZE = re.compile(r"(?i)^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$")

@@ -21,8 +21,14 @@ pytestmark = pytest.mark.vcluster
 def make_site(info: Any, **slurm: Any) -> Site:
     data = {
         "name": "vtest",
-        "slurm": {"executor": "slurm", "partition": info.partition, "time_limit_min": 2, "step_timeout_s": 60,
-                  "slurm_conf": str(info.slurm_conf), **slurm},
+        "slurm": {
+            "executor": "slurm",
+            "partition": info.partition,
+            "time_limit_min": 2,
+            "step_timeout_s": 60,
+            "slurm_conf": str(info.slurm_conf),
+            **slurm,
+        },
         "nodes": ",".join(info.nodes),
         "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
     }
@@ -59,10 +65,14 @@ def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
     site = make_site(vcluster)
     a, b, c, d = vcluster.nodes[:4]
     sleeper = ["--exact", "--overlap", "sh", "-c", "sleep 2; hostname"]
-    rnd = Round(0, "pairs 1", (
-        step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", *sleeper], f"{a}-{b}:rail0"),
-        step((c, d), ["srun", "-N2", "-n2", "-w", f"{c},{d}", *sleeper], f"{c}-{d}:rail0"),
-    ))
+    rnd = Round(
+        0,
+        "pairs 1",
+        (
+            step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", *sleeper], f"{a}-{b}:rail0"),
+            step((c, d), ["srun", "-N2", "-n2", "-w", f"{c},{d}", *sleeper], f"{c}-{d}:rail0"),
+        ),
+    )
     layer = JobLayer(site, run_dir(vcluster, "campaign"))
     layer.submit_campaign(CampaignJob("campaign-t", "t", vcluster.nodes, (rnd,)))
     (outcome,) = layer.wait()
@@ -80,7 +90,9 @@ def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
 def test_job_over_its_time_limit_is_a_timeout(vcluster: Any) -> None:
     site = make_site(vcluster, time_limit_min=1)
     a, b = vcluster.nodes[:2]
-    rnd = Round(0, "slow", (step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", "sleep", "300"], f"{a}-{b}:rail0"),))
+    rnd = Round(
+        0, "slow", (step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", "sleep", "300"], f"{a}-{b}:rail0"),)
+    )
     layer = JobLayer(site, run_dir(vcluster, "timeout"))
     layer.submit_campaign(CampaignJob("campaign-slow", "t", (a, b), (rnd,)))
     (outcome,) = layer.wait()
@@ -92,12 +104,20 @@ def test_job_over_its_time_limit_is_a_timeout(vcluster: Any) -> None:
 def _set_down_when_running(info: Any, node: str, env: dict[str, str], stop: threading.Event) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not stop.is_set():
-        out = subprocess.run(["squeue", "-h", "-o", "%T", "-n", "clusteraccept-probe-hold"], env=env,
-                             capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%T", "-n", "clusteraccept-probe-hold"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
         if "RUNNING" in out:
             time.sleep(1.0)  # let the tasks start their hold
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=clusteraccept-test"],
-                           env=env, check=True)
+            subprocess.run(
+                ["scontrol", "update", f"nodename={node}", "state=down", "reason=clusteraccept-test"],
+                env=env,
+                check=True,
+            )
             return
         time.sleep(0.2)
 

@@ -41,8 +41,12 @@ def _long(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (node, partner, rail): each pair result seen from both of its ends."""
     ends = []
     for me, other in (("a", "b"), ("b", "a")):
-        part = frame.assign(node=frame[me], partner=frame[other],
-                            my_block=frame[f"block_{me}"], other_block=frame[f"block_{other}"])
+        part = frame.assign(
+            node=frame[me],
+            partner=frame[other],
+            my_block=frame[f"block_{me}"],
+            other_block=frame[f"block_{other}"],
+        )
         ends.append(part)
     return pd.concat(ends, ignore_index=True)
 
@@ -56,8 +60,9 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
     long = _long(frame)
 
     # 1 + 2: per (node, rail), are all partners slow?
-    stats = long.groupby(["node", "rail"]).agg(partners=("partner", "nunique"), n=("slow", "size"),
-                                               n_slow=("slow", "sum"))
+    stats = long.groupby(["node", "rail"]).agg(
+        partners=("partner", "nunique"), n=("slow", "size"), n_slow=("slow", "sum")
+    )
     stats["all_slow"] = (stats["n_slow"] == stats["n"]) & (stats["partners"] >= min_partners)
     rails_per_node = long.groupby("node")["rail"].nunique()
     for node_key, grp in stats.groupby(level="node"):
@@ -69,9 +74,17 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
         if len(bad_rails) * 2 >= int(rails_per_node[node]) and len(bad_rails) > 1:
             keys = tuple(sorted(set(mine.loc[mine["slow"], "key"])))
             partners = sorted(set(mine.loc[mine["slow"], "partner"]))
-            culprits.append(Culprit("node", node, (node,), keys, (),
-                                    f"node {node} is slow with every partner on {len(bad_rails)} of "
-                                    f"{int(rails_per_node[node])} rails (partners {', '.join(partners)})"))
+            culprits.append(
+                Culprit(
+                    "node",
+                    node,
+                    (node,),
+                    keys,
+                    (),
+                    f"node {node} is slow with every partner on {len(bad_rails)} of "
+                    f"{int(rails_per_node[node])} rails (partners {', '.join(partners)})",
+                )
+            )
             explained.update(keys)
             continue
         for rail in bad_rails:
@@ -81,9 +94,17 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
             if not healthy:
                 continue  # nothing exonerates its other rails: leave it to the node/uplink rules
             partners = sorted(set(on_rail["partner"]))
-            culprits.append(Culprit("rail", f"{node}:rail{rail}", (node,), keys, healthy,
-                                    f"{node} rail {rail} is slow with every partner ({', '.join(partners)}) "
-                                    f"and its other rails are healthy"))
+            culprits.append(
+                Culprit(
+                    "rail",
+                    f"{node}:rail{rail}",
+                    (node,),
+                    keys,
+                    healthy,
+                    f"{node} rail {rail} is slow with every partner ({', '.join(partners)}) "
+                    f"and its other rails are healthy",
+                )
+            )
             explained.update(keys)
 
     # 3: leaf uplinks, from the slow cross-block rows nothing above explains.
@@ -108,17 +129,33 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
                 if not rest.empty and rest["slow"].mean() > 0.5:
                     continue
             keys = tuple(sorted(set(rows["key"])))
-            culprits.append(Culprit("uplink", str(block), (), keys, (),
-                                    f"every cross-block pair through {block} is slow "
-                                    f"({len(keys)} results, to {', '.join(sorted(others))}) while inside it "
-                                    f"pairs are healthy: suspect {block}'s uplinks"))
+            culprits.append(
+                Culprit(
+                    "uplink",
+                    str(block),
+                    (),
+                    keys,
+                    (),
+                    f"every cross-block pair through {block} is slow "
+                    f"({len(keys)} results, to {', '.join(sorted(others))}) while inside it "
+                    f"pairs are healthy: suspect {block}'s uplinks",
+                )
+            )
             explained.update(keys)
 
     # 4: pair paths.
     for _, row in frame[frame["slow"] & ~frame["key"].isin(explained)].iterrows():
-        culprits.append(Culprit("path", row["key"], (str(row["a"]), str(row["b"])), (row["key"],), (),
-                                f"only {row['a']}-{row['b']} on rail {int(row['rail'])} is slow; both ends "
-                                "are healthy with other partners: suspect the cable/port path between them"))
+        culprits.append(
+            Culprit(
+                "path",
+                row["key"],
+                (str(row["a"]), str(row["b"])),
+                (row["key"],),
+                (),
+                f"only {row['a']}-{row['b']} on rail {int(row['rail'])} is slow; both ends "
+                "are healthy with other partners: suspect the cable/port path between them",
+            )
+        )
     return culprits
 
 

@@ -53,23 +53,52 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     subject = f"{meta['subject']}:{meta['collective']}"
     evid = (path,)
     if ev.returncode is None:
-        return [error("nccl.launch", FAMILY, subject, f"step timed out or could not start: "
-                      f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}", evid)], []
+        return [
+            error(
+                "nccl.launch",
+                FAMILY,
+                subject,
+                f"step timed out or could not start: "
+                f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
+                evid,
+            )
+        ], []
     try:
         result = nccl_tests.parse(ev.stdout)
     except ParseError as exc:
         tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
-        return [error("nccl.launch", FAMILY, subject, f"could not parse nccl-tests output ({path}): {exc}"
-                      + (f"; stderr: {tail}" if tail else ""), evid)], []
+        return [
+            error(
+                "nccl.launch",
+                FAMILY,
+                subject,
+                f"could not parse nccl-tests output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
+                evid,
+            )
+        ], []
     gpus = site.node_type(_expected_hosts(meta)[0]).gpus
     nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
-    findings = nccl_tests.launch_checks(result, expected_hosts=_expected_hosts(meta), expected_nranks=nranks,
-                                        ceiling_GBps=_ceiling(site, meta), returncode=ev.returncode)
+    findings = nccl_tests.launch_checks(
+        result,
+        expected_hosts=_expected_hosts(meta),
+        expected_nranks=nranks,
+        ceiling_GBps=_ceiling(site, meta),
+        returncode=ev.returncode,
+    )
     bad = [f for f in findings if not f.ok]
-    verdicts = [expect("nccl.launch", FAMILY, subject, not bad,
-                       "; ".join(f.message for f in bad) if bad else
-                       f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling",
-                       evidence=evid, labels={"collective": meta["collective"]})]
+    verdicts = [
+        expect(
+            "nccl.launch",
+            FAMILY,
+            subject,
+            not bad,
+            "; ".join(f.message for f in bad)
+            if bad
+            else f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling",
+            evidence=evid,
+            labels={"collective": meta["collective"]},
+        )
+    ]
     rows: list[dict[str, Any]] = []
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
         return verdicts, rows  # the numbers are not what they claim to be: judging them would mislead
@@ -82,23 +111,56 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
             continue
         value = measured.busbw_GBps
         reference = lookup(site.baselines, key)
-        v = judge_value("nccl.busbw", FAMILY, f"{subject}:{size}", value, reference, what="busbw_GBps",
-                  context=_context(meta, size), evidence=evid,
-                  labels={"key": key, "scope": meta["scope"], "collective": meta["collective"],
-                          "size_B": str(row.size_B), "rail": meta.get("rail", "")})
+        v = judge_value(
+            "nccl.busbw",
+            FAMILY,
+            f"{subject}:{size}",
+            value,
+            reference,
+            what="busbw_GBps",
+            context=_context(meta, size),
+            evidence=evid,
+            labels={
+                "key": key,
+                "scope": meta["scope"],
+                "collective": meta["collective"],
+                "size_B": str(row.size_B),
+                "rail": meta.get("rail", ""),
+            },
+        )
         verdicts.append(v)
-        rows.append({"kind": meta["kind"], "scope": meta["scope"], "collective": meta["collective"],
-                     "nodes": _expected_hosts(meta), "rail": meta.get("rail"), "size_B": row.size_B,
-                     "busbw_GBps": value, "ref_GBps": reference.ref if reference else None,
-                     "slow": v.outcome is Outcome.FAIL})
+        rows.append(
+            {
+                "kind": meta["kind"],
+                "scope": meta["scope"],
+                "collective": meta["collective"],
+                "nodes": _expected_hosts(meta),
+                "rail": meta.get("rail"),
+                "size_B": row.size_B,
+                "busbw_GBps": value,
+                "ref_GBps": reference.ref if reference else None,
+                "slow": v.outcome is Outcome.FAIL,
+            }
+        )
     return verdicts, rows
 
 
 def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per (pair, rail, collective) at its largest (bandwidth-bound) size."""
     pairs = [r for r in rows if r["kind"] == "pair"]
-    cols = ["a", "b", "rail", "block_a", "block_b", "scope", "collective", "size_B", "busbw_GBps", "ref_GBps",
-            "slow"]
+    cols = [
+        "a",
+        "b",
+        "rail",
+        "block_a",
+        "block_b",
+        "scope",
+        "collective",
+        "size_B",
+        "busbw_GBps",
+        "ref_GBps",
+        "slow",
+    ]
     if not pairs:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(pairs)
@@ -118,31 +180,69 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
     for node in site.nodes:
         if node in by_node:
             cs = by_node[node]
-            msg = "; ".join(f"{c.message} [convicted by {', '.join(c.convicting[:6])}"
-                            f"{' ...' if len(c.convicting) > 6 else ''}]" for c in cs)
-            verdicts.append(Verdict("nccl.localization", FAMILY, node, Outcome.FAIL, f"culprit: {msg}",
-                                    value=", ".join(c.subject for c in cs),
-                                    labels={"culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs)}))
+            msg = "; ".join(
+                f"{c.message} [convicted by {', '.join(c.convicting[:6])}"
+                f"{' ...' if len(c.convicting) > 6 else ''}]"
+                for c in cs
+            )
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    node,
+                    Outcome.FAIL,
+                    f"culprit: {msg}",
+                    value=", ".join(c.subject for c in cs),
+                    labels={"culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs)},
+                )
+            )
         elif node in involved:
             n = int(((frame["a"] == node) | (frame["b"] == node)).sum())
-            verdicts.append(Verdict("nccl.localization", FAMILY, node, Outcome.PASS,
-                                    f"not blamed by localization ({n} pair x rail results involve it)"))
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    node,
+                    Outcome.PASS,
+                    f"not blamed by localization ({n} pair x rail results involve it)",
+                )
+            )
         else:
             verdicts.append(skip("nccl.localization", FAMILY, node, "no pair results involve this node"))
     uplinks = {c.subject: c for c in culprits if c.kind == "uplink"}
     for block in [*site.blocks, "all"]:
         if block in uplinks:
             c = uplinks[block]
-            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.FAIL,
-                                    f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
-                                    labels={"culprits": f"uplink:{block}"}))
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    block,
+                    Outcome.FAIL,
+                    f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
+                    labels={"culprits": f"uplink:{block}"},
+                )
+            )
         elif block == "all" or frame.empty:
-            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.PASS
-                                    if not frame.empty else Outcome.SKIP,
-                                    "no uplink blamed" if not frame.empty else "no pair results"))
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    block,
+                    Outcome.PASS if not frame.empty else Outcome.SKIP,
+                    "no uplink blamed" if not frame.empty else "no pair results",
+                )
+            )
         else:
-            verdicts.append(Verdict("nccl.localization", FAMILY, block, Outcome.PASS,
-                                    f"{block}'s uplinks not blamed by the cross-block pairs"))
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    block,
+                    Outcome.PASS,
+                    f"{block}'s uplinks not blamed by the cross-block pairs",
+                )
+            )
     return verdicts
 
 

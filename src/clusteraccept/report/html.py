@@ -12,8 +12,14 @@ from clusteraccept.rundir import read_json
 
 def banner(results: dict[str, Any]) -> str:
     outcomes = [v["outcome"] for v in results.get("verdicts", [])]
-    incomplete = any(j.get("missing") or j.get("state") not in ("COMPLETED", "FINISHED", "DONE")
-                     for j in results.get("jobs", [])) or results.get("dry_run") or not outcomes
+    incomplete = (
+        any(
+            j.get("missing") or j.get("state") not in ("COMPLETED", "FINISHED", "DONE")
+            for j in results.get("jobs", [])
+        )
+        or results.get("dry_run")
+        or not outcomes
+    )
     if "fail" in outcomes:
         return "REJECT"
     if incomplete or "error" in outcomes:
@@ -26,8 +32,13 @@ def context(results: dict[str, Any]) -> dict[str, Any]:
     for v in results.get("verdicts", []):
         families.setdefault(v["family"], Counter())[v["outcome"]] += 1
     failures = [v for v in results.get("verdicts", []) if v["outcome"] in ("fail", "error")]
-    return {"r": results, "banner": banner(results), "families": families, "failures": failures[:500],
-            "n_failures": len(failures)}
+    return {
+        "r": results,
+        "banner": banner(results),
+        "families": families,
+        "failures": failures[:500],
+        "n_failures": len(failures),
+    }
 
 
 def write_html(run_dir: Path) -> Path:

@@ -27,10 +27,15 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
     nt = site.node_types[0]
     rate = next((r.rate_Gbps for r in nt.rails if r.rate_Gbps), 400.0) or 400.0
     rail_GBps = rate / 8  # Gb/s -> GB/s
-    leaves = [{"name": b, "nodes": ",".join(members),
-               # non-blocking leaf: every rail of every node has its own uplink share
-               "uplink_GBps": len(members) * max(1, len(nt.rails)) * rail_GBps}
-              for b, members in site.blocks.items()]
+    leaves = [
+        {
+            "name": b,
+            "nodes": ",".join(members),
+            # non-blocking leaf: every rail of every node has its own uplink share
+            "uplink_GBps": len(members) * max(1, len(nt.rails)) * rail_GBps,
+        }
+        for b, members in site.blocks.items()
+    ]
     faults: dict[str, list[dict[str, Any]] | bool] = {}
     for f in site.sim_faults:
         kind = f["kind"]
@@ -53,8 +58,13 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
         cast.append(entry)
     return {
         "seed": site.nccl.seed if seed is None else seed,
-        "defaults": {"gpus": nt.gpus, "rails": [r.hca for r in nt.rails] or ["mlx5_0"], "rail_GBps": rail_GBps,
-                     "nvlink_GBps": 450.0, "gpu_name": nt.gpu_model or "NVIDIA H100 80GB HBM3"},
+        "defaults": {
+            "gpus": nt.gpus,
+            "rails": [r.hca for r in nt.rails] or ["mlx5_0"],
+            "rail_GBps": rail_GBps,
+            "nvlink_GBps": 450.0,
+            "gpu_name": nt.gpu_model or "NVIDIA H100 80GB HBM3",
+        },
         "leaves": leaves,
         "faults": faults,
     }
@@ -87,14 +97,21 @@ def simulate_step(fabric: Fabric, step: Step) -> Evidence:
         k, v = argv[i].split("=", 1)
         env[k] = v
         i += 1
-    binary, flags = Path(argv[i]).name, argv[i + 1:]
+    binary, flags = Path(argv[i]).name, argv[i + 1 :]
     per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
     text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
-    meta = {"check": "nccl", "kind": step.kind, "scope": step.scope, "collective": step.collective,
-            "subject": step.subject, "nodes": ",".join(step.nodes),
-            "rail": "" if step.rail is None else str(step.rail), "simulated": "in-process"}
+    meta = {
+        "check": "nccl",
+        "kind": step.kind,
+        "scope": step.scope,
+        "collective": step.collective,
+        "subject": step.subject,
+        "nodes": ",".join(step.nodes),
+        "rail": "" if step.rail is None else str(step.rail),
+        "simulated": "in-process",
+    }
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 
 

@@ -22,27 +22,52 @@ RAILS = 4
 
 
 def make_site(faults: list[dict[str, Any]], seed: int = 3) -> Site:
-    return parse_site(Path("prop.yaml"), {
-        "name": "prop", "simulated": True, "nodes": "n[01-12]", "blocks": BLOCKS,
-        "node_types": {"t": {"gpus": RAILS, "rails": {f"gpu{k}": {"hca": f"mlx5_{k}", "rate_Gbps": 400}
-                                                      for k in range(RAILS)}}},
-        "nccl": {"pair_collectives": ["sendrecv"], "block_collectives": [], "min_bytes": "1G",
-                 "max_bytes": "1G", "cross_block_partners": 2, "seed": seed, "rail_ceiling_GBps": 50},
-        "baselines": {"nccl.busbw.sendrecv.*": {"ref": 46.0, "lower": -0.08, "unit": "GB/s"},
-                      "nccl.busbw.all_reduce.intra_node.*": {"ref": 400.0, "lower": -0.1, "unit": "GB/s"}},
-        "sim": {"faults": faults},
-    })
+    return parse_site(
+        Path("prop.yaml"),
+        {
+            "name": "prop",
+            "simulated": True,
+            "nodes": "n[01-12]",
+            "blocks": BLOCKS,
+            "node_types": {
+                "t": {
+                    "gpus": RAILS,
+                    "rails": {f"gpu{k}": {"hca": f"mlx5_{k}", "rate_Gbps": 400} for k in range(RAILS)},
+                }
+            },
+            "nccl": {
+                "pair_collectives": ["sendrecv"],
+                "block_collectives": [],
+                "min_bytes": "1G",
+                "max_bytes": "1G",
+                "cross_block_partners": 2,
+                "seed": seed,
+                "rail_ceiling_GBps": 50,
+            },
+            "baselines": {
+                "nccl.busbw.sendrecv.*": {"ref": 46.0, "lower": -0.08, "unit": "GB/s"},
+                "nccl.busbw.all_reduce.intra_node.*": {"ref": 400.0, "lower": -0.1, "unit": "GB/s"},
+            },
+            "sim": {"faults": faults},
+        },
+    )
 
 
 def run(site: Site) -> list[Any]:
     fabric = fabric_of(site)
-    evidence = [(simulate_step(fabric, s), f"raw/nccl/{i}.json") for i, s in enumerate(make_plan(site).steps())]
+    evidence = [
+        (simulate_step(fabric, s), f"raw/nccl/{i}.json") for i, s in enumerate(make_plan(site).steps())
+    ]
     return nccl.judge(site, evidence, site.nodes)
 
 
 def blamed(verdicts: list[Any]) -> set[str]:
-    return {c for v in verdicts if v.check == "nccl.localization" and v.outcome is Outcome.FAIL
-            for c in v.labels["culprits"].split("|")}
+    return {
+        c
+        for v in verdicts
+        if v.check == "nccl.localization" and v.outcome is Outcome.FAIL
+        for c in v.labels["culprits"].split("|")
+    }
 
 
 def test_healthy_fabric_blames_nobody() -> None:
