@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -122,17 +123,19 @@ class Site:
     baselines_file: str | None
     sim_faults: tuple[dict[str, Any], ...] = ()
 
+    @cached_property
+    def _type_of(self) -> dict[str, NodeType]:
+        return {n: nt for nt in self.node_types for n in nt.nodes}
+
+    @cached_property
+    def _block_index(self) -> dict[str, str]:
+        return {n: name for name, members in self.blocks.items() for n in members}
+
     def node_type(self, node: str) -> NodeType:
-        for nt in self.node_types:
-            if node in nt.nodes:
-                return nt
-        raise KeyError(node)
+        return self._type_of[node]  # KeyError for a node the site does not have
 
     def block_of(self, node: str) -> str | None:
-        for name, members in self.blocks.items():
-            if node in members:
-                return name
-        return None
+        return self._block_index.get(node)
 
 
 def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:

@@ -78,4 +78,4 @@ def test_probe_script_has_site_access() -> None:
     campaign = (GOLDEN / "example-h100-ib" / "campaign-su1.sbatch").read_text()
     assert "srun --unbuffered" not in campaign  # the driver launches its own steps
     steps = (GOLDEN / "example-h100-ib" / "campaign-su1.steps.sh").read_text()
-    assert "-w 'gpu[001,016]'" in steps and "NCCL_IB_HCA==mlx5_11:1" in steps
+    assert "-w gpu001,gpu016" in steps and "NCCL_IB_HCA==mlx5_11:1" in steps

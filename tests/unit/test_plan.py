@@ -63,7 +63,7 @@ def test_demo_plan_shape() -> None:
     step = pair_round[0].steps[3]
     assert step.subject == "node1-node2:rail3"
     argv = list(step.argv)
-    assert argv[:9] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node=1", "-w", "node[1-2]", "--exact"]
+    assert argv[:9] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node=1", "-w", "node1,node2", "--exact"]
     assert "NCCL_IB_HCA==mlx5_3:1" in argv and "CUDA_VISIBLE_DEVICES=3" in argv
 
 

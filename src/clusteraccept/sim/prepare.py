@@ -48,7 +48,7 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
         if kind == "slow_uplink":
             # The site's factor is the share of a rail's bandwidth each flow through the leaf's uplinks
             # still gets; the fabric model divides the whole uplink among a run's rails, so scale it.
-            uplink = next(float(lf["uplink_GBps"]) for lf in leaves if lf["name"] == f["leaf"])
+            uplink = next(float(str(lf["uplink_GBps"])) for lf in leaves if lf["name"] == f["leaf"])
             entry["factor"] = float(f["factor"]) * rail_GBps / uplink
         if kind == "bad_cable":
             a, b = entry.pop("nodes")
