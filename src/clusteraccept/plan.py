@@ -208,25 +208,26 @@ def _step(
 def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
-    steps = []
-    for rail in site.node_type(a).rails:
-        # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that
-        # device and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
-        env = {"CUDA_VISIBLE_DEVICES": str(rail.gpu), "NCCL_IB_HCA": f"={rail.hca}:{rail.port}"}
-        steps.append(
-            _step(
-                site,
-                kind="pair",
-                scope=scope,
-                collective=collective,
-                nodes=(a, b),
-                rail=rail.index,
-                subject=f"{a}-{b}:rail{rail.index}",
-                tasks_per_node=1,
-                env=env,
-            )
+    shape, node_pos, env_pos = _argv_shape(
+        _bin(site, collective), 2, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
+    )
+    # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
+    # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
+    return [
+        Step(
+            "pair",
+            scope,
+            collective,
+            (a, b),
+            rail.index,
+            f"{a}-{b}:rail{rail.index}",
+            (("CUDA_VISIBLE_DEVICES", str(rail.gpu)), ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}")),
+            shape,
+            node_pos,
+            env_pos,
         )
-    return steps
+        for rail in site.node_type(a).rails
+    ]
 
 
 def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:

@@ -45,14 +45,16 @@ def _obj(v: object, what: str) -> dict[str, Any]:
 
 
 def _int(v: object, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int | float | str):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if not isinstance(v, float | str):
         raise _bad(f"{what} as an integer", v)
     try:
-        f = float(v)
+        f = float(v)  # nwrong is written as a double ("%lf"), root as a "%6i" string
         if not math.isfinite(f) or f != int(f):
             raise ValueError
         return int(f)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise _bad(f"{what} as an integer", v) from None
 
 
@@ -61,7 +63,7 @@ def _float(v: object, what: str) -> float:
         raise _bad(f"{what} as a number", v)
     try:
         return float(v)  # "nan" is how jsonDouble() writes NaN
-    except ValueError:
+    except (ValueError, OverflowError):
         raise _bad(f"{what} as a number", v) from None
 
 
@@ -121,8 +123,8 @@ def parse_json(text: str) -> NcclTestsResult:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(exc.lineno, _WHAT, exc.msg) from None
-    except RecursionError:
-        raise ParseError(1, _WHAT, "nesting too deep") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise ParseError(1, _WHAT, str(exc)[:80]) from None
     d = _obj(doc, "the document")
     if "results" not in d and "config" not in d:
         raise _bad("a 'config' or 'results' key", sorted(d)[:5])

@@ -26,10 +26,14 @@ a leading ``#`` is optional everywhere. The JSON of ``-J`` is parsed by :mod:`._
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import ParseError
+from clusteraccept.parsers._nccl_tests_launch import LaunchFinding, launch_checks
+
+__all__ = ["LaunchFinding", "Measurement", "NcclTestsResult", "RankInfo", "Row", "launch_checks", "parse"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,9 @@ _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)\b")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
+# The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.
+_BINARY = re.compile(r"\b(all_reduce|all_gather|broadcast|reduce_scatter|reduce|alltoallv|alltoall|scatter"
+                     r"|gather|sendrecv|hypercube)_perf\b")
 _SIZE_COLUMNS = ("size", "bytes")
 _SIDE_START = ("time", "cputime")
 _WORD_SIZE = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2,
@@ -173,10 +180,12 @@ class _TextParser:
         self.version: str | None = None
         self.nccl_version: str | None = None
         self.collective: str | None = None
+        self.named: str | None = None  # a binary named in noise before the table (a command line)
         self.nthreads: int | None = None
         self.ngpus: int | None = None
         self.ranks: dict[int, RankInfo] = {}
         self.elided = False
+        self.max_rank = -1
         self.cols: _Columns | None = None
         self.rows: list[Row] = []
         self.footer_seen = False
@@ -218,8 +227,11 @@ class _TextParser:
             self.in_devices = True
         elif (m := _RANK.match(body)) and (self.in_devices or hashed):
             self.rank_line(no, m)
-        elif self.in_devices and hashed and body.startswith("..."):
+        elif self.in_devices and hashed and (body.startswith("...") or body.endswith("...")):
+            # a line cut at 2048 bytes (writeDeviceReport() MAX_LINE) or elided by hand; its rank still counts
             self.elided = True
+            if m := re.match(r"Rank\s+(\d+)", body):
+                self.max_rank = max(self.max_rank, int(m.group(1)))
         elif m := _OOB.search(body):
             self.oob, self.oob_ok = int(m.group(1)), m.group(2) == "OK"
             self.footer_seen = True
@@ -235,6 +247,8 @@ class _TextParser:
             self.rows.append(self.row(no, body.split()))  # (other lines with digits first are noise)
         elif m := _NCCL_VERSION.search(body):
             self.nccl_version = self.nccl_version or m.group(1)
+        elif self.cols is None and self.named is None and (m := _BINARY.search(body)):
+            self.named = m.group(1)
 
     def rank_line(self, no: int, m: re.Match[str]) -> None:
         rank, group, pid = int(m.group(1)), m.group(2), m.group(3)
@@ -255,8 +269,11 @@ class _TextParser:
             tok = vals.get(key)
             if tok is None or tok == "N/A":
                 continue
-            if key == "#wrong":
-                wrong = int(_num(tok, no, "a #wrong count"))
+            if key == "#wrong":  # printed with "%6g": large counts come as 1.2e+06
+                count = _num(tok, no, "a #wrong count")
+                if not math.isfinite(count) or count < 0 or count != int(count):
+                    raise ParseError(no, "a #wrong count", tok)
+                wrong = int(count)
             else:
                 err = _num(tok, no, "an error value")
         return Measurement(t * 1000 if time_ms else t, _num(vals["algbw"], no, "an algbw"),
@@ -290,11 +307,15 @@ class _TextParser:
 
     def result(self) -> NcclTestsResult:
         ranks = tuple(self.ranks[k] for k in sorted(self.ranks))
-        nranks = ranks[-1].rank + 1 if ranks else None
+        top = max(self.max_rank, ranks[-1].rank if ranks else -1)
+        # Each process lists nThread x nGpus consecutive ranks, so the last one seen fixes the count
+        # even when the end of the list is cut.
+        per_proc = (self.nthreads or 1) * (self.ngpus or 1)
+        nranks = (top // per_proc + 1) * per_proc if top >= 0 else None
         if ranks and len(ranks) != nranks:
             self.elided = True
         rows = tuple(self.rows)
-        collective = self.collective or infer_collective(rows, nranks)
+        collective = self.collective or self.named or infer_collective(rows, nranks)
         return NcclTestsResult(
             collective, self.version, self.nccl_version, self.nthreads, self.ngpus, nranks, ranks,
             self.elided, rows, self.avg, self.avg_verdict, self.oob, self.oob_ok,
@@ -328,68 +349,3 @@ def infer_collective(rows: tuple[Row, ...], nranks: int | None) -> str | None:
             return "sendrecv"
     return None
 
-
-@dataclass(frozen=True)
-class LaunchFinding:
-    name: str
-    ok: bool
-    message: str
-
-
-def launch_checks(
-    result: NcclTestsResult,
-    *,
-    expected_hosts: tuple[str, ...] | list[str] | None = None,
-    expected_nranks: int | None = None,
-    ceiling_GBps: float | None = None,
-    returncode: int = 0,
-) -> tuple[LaunchFinding, ...]:
-    """Self-checks of an nccl-tests launch: did it measure what was meant, before judging numbers."""
-    out: list[LaunchFinding] = []
-
-    def check(name: str, ok: bool, bad: str, good: str) -> None:
-        out.append(LaunchFinding(name, ok, good if ok else bad))
-
-    check("exit_code", returncode == 0, f"exit code {returncode}", "exit code 0")
-    check("completed", result.failure is None and bool(result.rows),
-          f"failed: {result.failure}" if result.failure else "no result rows", f"{len(result.rows)} rows")
-    n = result.nranks
-    # A binary built without MPI (MPI=0) launched as N tasks runs N independent 1-rank tests: nranks 1,
-    # busbw 0 and one full output per task (nccl-tests README: build with MPI=1 for multi-process runs).
-    check("multi_rank", n is not None and n > 1 and result.runs == 1,
-          f"{result.runs} separate runs in one output: each task ran alone (non-MPI build?)"
-          if result.runs > 1 else f"nranks={n}: a single rank measures no communication (busbw 0)",
-          f"nranks={n}")
-    if expected_nranks is not None:
-        check("nranks", n == expected_nranks, f"nranks={n}, expected {expected_nranks}", f"nranks={n}")
-    groups: dict[int, int] = {}
-    for r in result.ranks:
-        if r.group is not None:
-            groups[r.group] = groups.get(r.group, 0) + 1
-    lonely = sorted(g for g, k in groups.items() if k == 1)
-    if groups and not result.ranks_elided and n is not None and n > 1:
-        # NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK (src/common.cu run()) split ranks into groups; a group
-        # of one rank copies to itself and reports impossible bandwidth.
-        check("no_single_rank_group", not lonely,
-              f"group(s) {lonely} hold a single rank (NCCL_TESTS_SPLIT?): its busbw is a local copy",
-              f"{len(groups)} group(s), none of a single rank")
-    if ceiling_GBps is not None and result.rows:
-        peak = result.peak_busbw_GBps or 0.0
-        check("busbw_ceiling", peak <= ceiling_GBps,
-              f"busbw {peak:.2f} GB/s is above the physical ceiling {ceiling_GBps:.2f} GB/s",
-              f"peak busbw {peak:.2f} <= {ceiling_GBps:.2f} GB/s")
-    if expected_hosts is not None:
-        want = {h.split(".", 1)[0] for h in expected_hosts}  # nccl-tests prints the name up to the first '.'
-        got = set(result.hosts)
-        stray, missing = sorted(got - want), sorted(want - got)
-        if result.ranks_elided:
-            missing = []  # the hosts of elided ranks are unknown
-        check("hosts", bool(got) and not stray and not missing,
-              f"ranks on {sorted(got)}; unexpected {stray}, missing {missing}", f"ranks on {sorted(got)}")
-    wrong = [(r.size_B, m.wrong) for r in result.rows for m in (r.out_of_place, r.in_place)
-             if m is not None and m.wrong]
-    check("no_wrong", not wrong, f"#wrong > 0 at (size_B, #wrong) {wrong[:4]}", "#wrong 0 everywhere")
-    check("out_of_bounds", result.out_of_bounds_ok is True,
-          "no 'Out of bounds values' line (the run did not finish)" if result.out_of_bounds is None
-          else f"Out of bounds values: {result.out_of_bounds} FAILED", "Out of bounds values: 0 OK")
-    return tuple(out)

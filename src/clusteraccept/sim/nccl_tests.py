@@ -36,15 +36,18 @@ Fabric JSON (:func:`clusteraccept.sim.fabric.fabric_from_dict`)::
 from __future__ import annotations
 
 import getopt
+import json
 import os
 import re
 import shlex
 import socket
 import stat
 import sys
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hostlist
 
@@ -81,6 +84,7 @@ class Options:  # defaults: src/common.cu globals of v2.19.6
     unalign: int = 0
     dtype: str = "float"
     op: str = "sum"
+    output_file: str | None = None  # -J
 
 
 def _printf(fmt: str, *args: object) -> str:
@@ -148,18 +152,27 @@ def _pid(host: str, local: int) -> int:
 def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_node: list[int],
            env: dict[str, str]) -> tuple[str, int]:
     """The stdout and exit code of rank 0 of one run over ``hosts`` (pure: no I/O)."""
+    text, rc, _ = render_run(name, opts, fab, hosts, tasks_per_node, env)
+    return text, rc
+
+
+def render_run(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_node: list[int],
+               env: dict[str, str], json_path: str | None = None,
+               argv: tuple[str, ...] = ()) -> tuple[str, int, dict[str, Any] | None]:
+    """:func:`render` plus the -J JSON document (schema 3) when ``json_path`` is given (no I/O)."""
     coll = name.removesuffix("_perf")
     per_proc = opts.nthreads * opts.ngpus
     nprocs = sum(tasks_per_node)
     nranks = nprocs * per_proc
     step = f"{opts.stepfactor}(factor)" if opts.stepfactor > 1 else f"{opts.stepbytes}(bytes)"
-    out = [f"# nccl-tests version {VERSION} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}\n",
+    out = [f"# Writing JSON output to {json_path}\n"] if json_path else []
+    out += [f"# nccl-tests version {VERSION} nccl-headers={NCCL_CODE} nccl-library={NCCL_CODE}\n",
            f"# Collective test starting: {name}\n",
            f"# nThread {opts.nthreads} nGpus {opts.ngpus} minBytes {opts.minbytes} maxBytes {opts.maxbytes} "
            f"step: {step} warmup iters: {opts.warmup} iters: {opts.iters} agg iters: {opts.agg_iters} "
            f"validation: {opts.datacheck} graph: {opts.cudagraph} unalign: {opts.unalign}\n", "#\n",
            "# Using devices\n"]
-    rank = 0
+    rank, devices, results = 0, list[dict[str, Any]](), list[dict[str, Any]]()
     for host, ntasks in zip(hosts, tasks_per_node, strict=True):
         node = fab.node(host)
         short = host.split(".", 1)[0]
@@ -170,8 +183,11 @@ def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_no
                     sys.stderr.write(f"Invalid number of GPUs: {dev + 1} requested but only {node.gpus} were "
                                      "found.\nPlease check the number of processes and GPUs per process.\n")
                     out.append(f" .. {short} pid {_pid(host, local)}: Test failure common.cu:1454\n")
-                    return "".join(out), 5
+                    return "".join(out), 5, None
                 bus_id = node.bus_ids[dev] if dev < len(node.bus_ids) else f"0000:{0x18 + 0x10 * dev:02x}:00"
+                if i == 0:  # the JSON gets the first line of each process's report (parseRankInfo())
+                    devices.append({"rank": rank, "group": 0, "pid": _pid(host, local), "hostname": short,
+                                    "device": dev, "device_hex": bus_id, "device_info": node.gpu_name})
                 out.append(f"#  Rank {rank:2d} Group {0:2d} Pid {_pid(host, local):6d} on {short:>10s} "
                            f"device {dev:2d} [{bus_id}] {node.gpu_name}\n")
                 rank += 1
@@ -182,7 +198,7 @@ def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_no
                     "time", "algbw", "busbw", "#wrong", 0, ""),
             _printf(cols, "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
                     "(GB/s)", "", 0, "")]
-    hca = rails_from_hca(env.get("NCCL_IB_HCA"), fab.node(hosts[0]).rails)
+    hca = rails_from_hca(env["NCCL_IB_HCA"], fab.node(hosts[0]).rails) if env.get("NCCL_IB_HCA") else None
     ws = _TYPES[opts.dtype]
     redop = "none" if coll in ("all_gather", "alltoall") else opts.op
     factor = BUS_FACTOR[coll](nranks)
@@ -192,6 +208,8 @@ def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_no
     while size <= opts.maxbytes:
         nbytes, count = _counts(coll, size, ws, nranks)
         row = _printf("%12li  %12li  %8s  %6s  %6s", nbytes, count, opts.dtype, redop, _printf("%6i", -1))
+        record: dict[str, Any] = {"size": nbytes, "count": count, "type": opts.dtype, "redop": redop,
+                                  "root": _printf("%6i", -1)}
         for in_place in (False, True):
             if nbytes == 0:
                 sec = (0.4 + 0.4 * (zlib.crc32(f"{size}{in_place}".encode()) / 0xFFFFFFFF)) * 1e-6
@@ -209,8 +227,12 @@ def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_no
             row += _printf("  %7s  %6s  %6s", float_str(sec * 1e6, 7), float_str(algbw, 6),
                            float_str(busbw, 6))
             row += _printf("  %6g", wrong) if report else "    N/A"
+            record["in_place" if in_place else "out_of_place"] = {"time": sec * 1e6, "alg_bw": algbw,
+                                                                  "bus_bw": busbw,
+                                                                  "nwrong": float(wrong) if report else None}
             bw_sum, bw_n = bw_sum + busbw, bw_n + 1
         out.append(row + "\n")
+        results.append({**record, "actual_iterations": opts.iters, "experiment_name": ""})
         if opts.stepfactor > 1 and size == 0:
             break  # (the real binary would loop forever on 0 x factor)
         size = size * opts.stepfactor if opts.stepfactor > 1 else size + opts.stepbytes
@@ -220,10 +242,28 @@ def render(name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_no
     out += [_printf("# %-20s : %d %s\n", "Out of bounds values", errors, "FAILED" if errors else "OK"),
             _printf("# %-20s : %g %s\n", "Avg bus bandwidth", avg, verdict), "#\n",
             f"# Collective test concluded: {name}\n", "#\n", "\n"]
+    doc = None
+    if json_path:  # src/util.cu jsonOutputInit() ... writeErrors(); the env is the whole environment
+        now = time.strftime("%Y-%m-%d %H:%M:%S")
+        step_key = "step_factor" if opts.stepfactor > 1 else "step_bytes"
+        doc = {"version": 3, "start_time": now, "args": [name, *argv],
+               "env": [f"{k}={v}" for k, v in env.items()], "nccl_version": NCCL_CODE,
+               "config": {"nthreads": opts.nthreads, "ngpus": opts.ngpus, "minimum_bytes": opts.minbytes,
+                          "maximum_bytes": opts.maxbytes,
+                          step_key: opts.stepfactor if opts.stepfactor > 1 else opts.stepbytes,
+                          "warmup_iters": opts.warmup, "iterations": opts.iters,
+                          "aggregated_iterations": opts.agg_iters, "validation": opts.datacheck,
+                          "graph": opts.cudagraph, "blocking_collectives": "false",
+                          "per_iter_timing": "false", "per_iter_skip": 0, "parallel_init": "false",
+                          "devices": devices},
+               "results": results, "out_of_bounds": {"count": errors, "okay": "false" if errors else "true"},
+               "average_bus_bandwidth": {"bandwidth": avg, "okay": "unchecked" if not verdict else
+                                         ("true" if verdict == "OK" else "false")},
+               "errors": [], "end_time": now}
     if errors or verdict == "FAILED":
         out.append(f" .. {hosts[0].split('.', 1)[0]} pid {_pid(hosts[0], 0)}: Test failure common.cu:1454\n")
-        return "".join(out), 7  # testNumResults
-    return "".join(out), 0
+        return "".join(out), 7, doc  # testNumResults
+    return "".join(out), 0, doc
 
 
 def parse_args(argv: list[str]) -> Options | str:
@@ -252,6 +292,8 @@ def parse_args(argv: list[str]) -> Options | str:
             o.dtype = val if val in _TYPES else "float"
         elif c == "o":
             o.op = val if val in _OPS else "sum"
+        elif c == "J":
+            o.output_file = val
         elif c == "h":
             return "USAGE: nccl-tests (simulated) [-t -g -b -e -i -f -n -m -w -c -o -d ...]\n"
     if o.minbytes > o.maxbytes:
@@ -288,10 +330,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"clusteraccept.sim.nccl_tests: NCCL_IB_HCA={env['NCCL_IB_HCA']} matches no HCA "
                          f"of {hosts[0]} {fab.node(hosts[0]).rails}\n")
         return 3
-    text, rc = render(args[0], opts, fab, hosts, per_node, env)
+    json_path = _json_path(opts.output_file) if opts.output_file else None
+    text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]))
+    if json_path and doc is not None:
+        Path(json_path).write_text(json.dumps(doc, separators=(",", ":")))
     sys.stdout.write(text)
     sys.stdout.flush()
     return rc
+
+
+def _json_path(path: str) -> str | None:
+    """jsonOutputInit(): the path, else path.0, path.1, ... (never overwrites); None if not writable."""
+    try_path, n = path, 0
+    while Path(try_path).exists():
+        try_path, n = f"{path}.{n}", n + 1
+    return try_path if os.access(Path(try_path).parent or ".", os.W_OK) else None
 
 
 def install_bin_dir(path: Path, python: str) -> None:

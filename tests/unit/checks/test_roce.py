@@ -20,6 +20,7 @@ from clusteraccept.baselines import Outcome, Verdict
 from clusteraccept.checks import roce
 from clusteraccept.evidence import Evidence, archive
 from clusteraccept.render import REPO_ROOT
+from clusteraccept.sim import hosts as sim_hosts
 from clusteraccept.sim.hosts import build_profiles
 from clusteraccept.sim.profile_roce import ethtool_text
 from clusteraccept.site import Site, parse_site
@@ -43,9 +44,15 @@ def collect(
     monkeypatch: pytest.MonkeyPatch,
     edit: Callable[[Path], None] | None = None,
     profile: bool = True,
+    all_parts: bool = False,
 ) -> list[Archived]:
-    """Build the site's host profiles, run the roce probe on each node, archive like session.execute."""
+    """Build the site's host profiles, run the roce probe on each node, archive like session.execute.
+
+    Only the roce part of the profiles unless ``all_parts`` (every family's part, as the demo builds them).
+    """
     hosts = tmp_path / "hosts"
+    if not all_parts:
+        monkeypatch.setattr(sim_hosts, "PARTS", ("roce",))
     if profile:
         build_profiles(site, hosts)
         monkeypatch.setenv("CLUSTERACCEPT_HOST_PROFILE", str(hosts))
@@ -93,7 +100,7 @@ def test_demo_roce_each_fault_fails_exactly_its_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = site_with()
-    verdicts = judged(site, collect(site, tmp_path, monkeypatch))
+    verdicts = judged(site, collect(site, tmp_path, monkeypatch, all_parts=True))
     assert_complete(site, verdicts)
     expected = {("roce.trust", s) for s in rails("node1")} | {("roce.pfc", s) for s in rails("node2")}
     expected |= {("roce.ecn", s) for s in rails("node3")} | {("roce.mtu", "node4:rail5")}

@@ -14,6 +14,7 @@ from clusteraccept.baselines import Outcome, Verdict
 from clusteraccept.checks import sharp
 from clusteraccept.evidence import Evidence, archive
 from clusteraccept.render import REPO_ROOT
+from clusteraccept.sim import hosts as sim_hosts
 from clusteraccept.sim.hosts import build_profiles
 from clusteraccept.site import Site, parse_site
 
@@ -29,6 +30,7 @@ def site_with(**changes: Any) -> Site:
 
 
 def collect(site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Archived]:
+    monkeypatch.setattr(sim_hosts, "PARTS", ("sharp",))  # only this family's part of the host profiles
     build_profiles(site, tmp_path / "hosts")
     monkeypatch.setenv("CLUSTERACCEPT_HOST_PROFILE", str(tmp_path / "hosts"))
     out: list[Archived] = []
