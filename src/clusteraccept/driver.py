@@ -11,11 +11,31 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from clusteraccept import runner
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.plan import CampaignJob, Step
+
+T = TypeVar("T")
+
+
+def with_env(env: dict[str, str], fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn`` with the site's environment (the ``local`` executor has no sbatch script to export it)."""
+    import os
+
+    os.environ.update(env)
+    return fn(*args)
+
+
+def collect_as(node: str, families: tuple[str, ...], options: dict[str, object]) -> list[Evidence]:
+    """``collect_node`` for site node ``node`` on this machine (the ``local`` executor)."""
+    import os
+
+    os.environ["CLUSTERACCEPT_HOSTNAME"] = node
+    return collect_node(families, options)
 
 
 def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[Evidence]:
@@ -36,8 +56,26 @@ def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[
     return out
 
 
-def _run_step(step: Step, timeout_s: float, round_label: str) -> Evidence:
-    ev = runner.run(step.argv, timeout_s=timeout_s, source="nccl-tests")
+def local_argv(step: Step) -> tuple[str, ...]:
+    """The step as this one machine runs it without srun (the ``local`` executor: every node is here).
+
+    One process drives all of a node's ranks (nccl-tests ``-g <n>``, as on a single host built with MPI=0),
+    and the environment tells it the placement srun would have made (SLURM_STEP_* variables, srun(1)).
+    """
+    argv = list(step.argv)
+    start = argv.index("env") + 1
+    tasks = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
+    cmd = argv[start:]
+    if tasks > 1 and "-g" in cmd:
+        cmd[cmd.index("-g") + 1] = str(tasks)
+    placement = [f"SLURM_STEP_NODELIST={','.join(step.nodes)}", f"SLURM_STEP_NUM_TASKS={len(step.nodes)}",
+                 "SLURM_STEP_TASKS_PER_NODE=" + ",".join("1" for _ in step.nodes), "SLURM_PROCID=0"]
+    return ("env", *placement, *cmd)
+
+
+def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = False) -> Evidence:
+    argv = local_argv(step) if local else step.argv
+    ev = runner.run(argv, timeout_s=timeout_s, source="nccl-tests")
     meta = {
         "check": "nccl",
         "kind": step.kind,
@@ -51,7 +89,9 @@ def _run_step(step: Step, timeout_s: float, round_label: str) -> Evidence:
     return replace(ev, host=step.subject, meta={**ev.meta, **meta})
 
 
-def drive_campaign(job: CampaignJob, step_timeout_s: float, spool: str | None = None) -> list[Evidence]:
+def drive_campaign(
+    job: CampaignJob, step_timeout_s: float, spool: str | None = None, local: bool = False
+) -> list[Evidence]:
     """Run the campaign's rounds in order; the steps of one round run concurrently.
 
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
@@ -64,7 +104,7 @@ def drive_campaign(job: CampaignJob, step_timeout_s: float, spool: str | None = 
     for rnd in job.rounds:
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(rnd.steps))) as pool:
-            futures = [pool.submit(_run_step, s, step_timeout_s, rnd.label) for s in rnd.steps]
+            futures = [pool.submit(_run_step, s, step_timeout_s, rnd.label, local) for s in rnd.steps]
             evs = [f.result() for f in futures]
         wall = time.monotonic() - t0
         for ev in evs:

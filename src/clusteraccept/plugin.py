@@ -74,6 +74,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override the site's submitit executor",
     )
     g.addoption(
+        "--propose-baselines",
+        default=None,
+        metavar="FILE",
+        help="after the run, write a reviewable baselines file (p05 per key) proposed from its results",
+    )
+    g.addoption(
         "--rejudge",
         default=None,
         metavar="RUN_DIR",
@@ -237,6 +243,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from clusteraccept.report import write_reports
 
         write_reports(state.run_dir)
+        proposal = session.config.getoption("--propose-baselines")
+        if proposal:
+            from clusteraccept.propose import write_proposal
+
+            write_proposal(read_json(path), Path(proposal))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

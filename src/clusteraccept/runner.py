@@ -6,7 +6,8 @@ recorded outputs and the recorded filesystem tree of that profile instead of the
 no ``if simulated`` branch.
 
 A profile directory holds ``commands.json`` (a list of ``{"match": "<fnmatch on the command line>",
-"stdout": "<file in the profile>", "returncode": 0}``) and ``fs/`` (a tree mirroring ``/sys``, ``/proc``...).
+"stdout": "<file in the profile>", "returncode": 0}``, or ``{"match": ..., "passthrough": true}`` for what
+really runs there, e.g. the launcher ``srun``) and ``fs/`` (a tree mirroring ``/sys``, ``/proc``...).
 If ``<dir>/<hostname>`` exists it is used, so one directory can describe every node of a simulated cluster.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from clusteraccept.evidence import Evidence
 
 PROFILE_ENV = "CLUSTERACCEPT_HOST_PROFILE"
+PASSTHROUGH = ("", -1)  # a profile entry for a command that really runs there
 
 
 def hostname() -> str:
@@ -41,12 +43,13 @@ def _profile_dir() -> Path | None:
 
 
 @lru_cache(maxsize=16)
-def _commands(profile: Path) -> tuple[tuple[str, str, int], ...]:
+def _commands(profile: Path) -> tuple[tuple[str, str | None, int], ...]:
     index = profile / "commands.json"
     if not index.exists():
         return ()
     return tuple(
-        (e["match"], e["stdout"], int(e.get("returncode", 0))) for e in json.loads(index.read_text())
+        (e["match"], None if e.get("passthrough") else e["stdout"], int(e.get("returncode", 0)))
+        for e in json.loads(index.read_text())
     )
 
 
@@ -54,7 +57,7 @@ def _recorded(profile: Path, argv: tuple[str, ...]) -> tuple[str, int] | None:
     line = shlex.join(argv)
     for pattern, out_file, rc in _commands(profile):
         if fnmatch.fnmatchcase(line, pattern):
-            return (profile / out_file).read_text(), rc
+            return PASSTHROUGH if out_file is None else ((profile / out_file).read_text(), rc)
     return None
 
 
@@ -75,7 +78,7 @@ def run(
     profile = _profile_dir()
     if profile is not None:
         rec = _recorded(profile, argv_t)
-        if rec is not None:
+        if rec is not None and rec is not PASSTHROUGH:
             return Evidence(
                 host,
                 src,
@@ -86,7 +89,7 @@ def run(
                 meta={"simulated": "host-profile"},
             )
         # Only site-provided tools given by absolute path (e.g. the simulated nccl-tests) run for real.
-        if not (os.path.isabs(argv_t[0]) and os.access(argv_t[0], os.X_OK)):
+        if rec is None and not (os.path.isabs(argv_t[0]) and os.access(argv_t[0], os.X_OK)):
             return Evidence(
                 host,
                 src,

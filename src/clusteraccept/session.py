@@ -17,6 +17,7 @@ from typing import Any
 
 from clusteraccept import checks
 from clusteraccept.baselines import Verdict
+from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence, archive, load
 from clusteraccept.plan import CampaignJob, Plan, describe, make_plan
 from clusteraccept.render import REPO_ROOT
@@ -139,8 +140,11 @@ def execute(req: Request) -> dict[str, Any]:
     for o in outcomes:
         for ev in o.evidence:  # archive everything BEFORE any parser sees it
             family = ev.meta.get("check", "misc")
-            path = archive(ev, raw, family)
+            name = f"{ev.meta['collective']}_{ev.meta['subject']}" if "subject" in ev.meta else None
+            path = archive(ev, raw, family, name)
             archived[family].append((ev, str(path.relative_to(req.run_dir))))
+    fps = fingerprints(archived.get("fingerprint", []))
+    results["fingerprint"] = {"nodes": fps, "differences": differences(fps)}
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl)
     results["verdicts"] = [v.to_dict() for v in verdicts]
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])

@@ -158,7 +158,14 @@ class JobLayer:
         path.write_text(text)
         return path
 
-    def _submit(self, name: str, params: dict[str, Any], fn: Any, *args: Any) -> Any:
+    def _submit(self, name: str, params: dict[str, Any], fn: Any, *args: Any, node: str | None = None) -> Any:
+        if self.executor_name != "slurm":
+            from clusteraccept.driver import with_env
+
+            env = dict(self.site.env)
+            if node:  # where Slurm would run it: a campaign driver runs on the first node of its allocation
+                env["CLUSTERACCEPT_HOSTNAME"] = node
+            fn, args = with_env, (env, fn, *args)
         try:
             return self._executor(name, params).submit(fn, *args)
         except (FailedSubmissionError, FailedJobError, OSError) as exc:
@@ -187,6 +194,13 @@ class JobLayer:
         self._write_script(job.name, script)
         if self.dry_run:
             self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
+            return
+        if local:  # every node of the site is this machine: one local task per node
+            from clusteraccept.driver import collect_as
+
+            for node in job.nodes:
+                sub = self._submit(f"{job.name}-{node}", params, collect_as, node, job.families, options)
+                self._pending.append(_Pending(job.name, sub, (node,), "probe", self._deadline()))
             return
         try:
             sub = self._submit(job.name, params, collect_node, job.families, options)
@@ -226,7 +240,14 @@ class JobLayer:
         spool = self.run_dir / "spool" / job.name
         try:
             sub = self._submit(
-                job.name, params, drive_campaign, job, float(self.site.slurm.step_timeout_s), str(spool)
+                job.name,
+                params,
+                drive_campaign,
+                job,
+                float(self.site.slurm.step_timeout_s),
+                str(spool),
+                self.executor_name != "slurm",
+                node=job.nodes[0],
             )
         except SubmitError as exc:
             self.outcomes.append(
@@ -263,13 +284,13 @@ class JobLayer:
         evidence: list[Evidence] = []
         errors: list[str] = []
         if p.kind == "probe":
-            for i in range(len(p.nodes) if self.executor_name == "slurm" else 1):
+            for i in range(len(p.nodes) if self.executor_name == "slurm" else 1):  # local: one per node
                 try:
                     evidence.extend(p.job.task(i).result())
                 except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
                     errors.append(f"task {i}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             got = {ev.host for ev in evidence}
-            missing = tuple(n for n in p.nodes if n not in got) if self.executor_name == "slurm" else ()
+            missing = tuple(n for n in p.nodes if n not in got)
         else:
             try:
                 evidence.extend(p.job.result())

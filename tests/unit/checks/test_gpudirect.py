@@ -7,16 +7,19 @@ the reason, never a pass.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+from clusteraccept import driver, session
 from clusteraccept.baselines import Outcome, Verdict
 from clusteraccept.checks.gpudirect import driver_flavor
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers.lspci import parse as parse_lspci
+from clusteraccept.probes import gpudirect as probe_gpudirect
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.site import Site, parse_site
 
@@ -34,6 +37,7 @@ from .test_topology import (
     vm_evidence,
     vm_site,
 )
+from .test_topology import PER as TOPO_PER
 
 DATA = REPO_ROOT / "tests" / "data"
 PER = {"gpudirect.peermem": "node", "gpudirect.iommu": "node", "gpudirect.nccl_gdrdma": "node",
@@ -195,3 +199,44 @@ def test_demo_yaml_lists_one_fault_of_each_kind_off_node3() -> None:
                                                               "acs_on")]
     assert sorted(f["kind"] for f in mine) == ["acs_on", "nic_wrong_numa", "pcie_x8", "peermem_missing"]
     assert all(f["node"] != "node3" for f in mine)
+
+
+def test_client_retries_until_the_server_listens(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+    refused = iter([True, True, False])
+    real_sleep = time.sleep
+
+    def fake_run(argv: list[str], timeout_s: float, source: str | None = None,
+                 env: dict[str, str] | None = None) -> Evidence:
+        calls.append(tuple(argv))
+        assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"} and source == "perftest"
+        if argv[-1] != "localhost":  # the server: alive until the client got through
+            while len(calls) < 4:
+                real_sleep(0.01)
+            return Evidence("n1", "perftest", argv=tuple(argv), stdout="server done")
+        if next(refused):
+            return Evidence("n1", "perftest", argv=tuple(argv), returncode=1,
+                            stderr="Couldn't connect to localhost:18518\n")
+        return Evidence("n1", "perftest", argv=tuple(argv), stdout="client done")
+
+    monkeypatch.setattr("clusteraccept.runner.run", fake_run)
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    rail = {"gpu": 3, "hca": "mlx5_3", "port": 1}
+    evs = probe_gpudirect.loopback_write_bw("/opt/perftest/ib_write_bw", rail, 60)
+    assert [e.meta["role"] for e in evs] == ["server", "client"]
+    assert evs[1].stdout == "client done" and evs[1].meta["attempts"] == "3"
+    assert calls[0][:8] == ("/opt/perftest/ib_write_bw", "-d", "mlx5_3", "-i", "1", "-p", "18518",
+                            "--use_cuda=3")
+
+
+def test_probes_on_this_real_host_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No host profile: the probes read this machine (no GPU driver, no HCA here) through the one seam.
+    monkeypatch.delenv("CLUSTERACCEPT_HOST_PROFILE", raising=False)
+    monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", "vm1")
+    site = vm_site()
+    for family, per in (("gpudirect", PER), ("topology", TOPO_PER)):
+        evs = driver.collect_node((family,), session.probe_options(site))
+        archived = [(e, f"raw/{family}/vm1/{i}.json") for i, e in enumerate(evs) if e.meta["check"] == family]
+        verdicts = judged(site, archived, family)
+        assert_complete(site, verdicts, per)
+        assert all(v.message for v in verdicts)

@@ -28,7 +28,7 @@ from clusteraccept.subjects import rail_subject, subjects
 
 CONFIGS = REPO_ROOT / "site-configs"
 DATA = REPO_ROOT / "tests" / "data"
-ALL_CHECKS = (*roce.NODE_CHECKS, *roce.RAIL_CHECKS)
+TWO_NODES: dict[str, Any] = {"nodes": "node[1-2]", "blocks": {"leaf1": "node[1-2]"}}
 Archived = tuple[Evidence, str]
 
 
@@ -44,14 +44,15 @@ def collect(
     monkeypatch: pytest.MonkeyPatch,
     edit: Callable[[Path], None] | None = None,
     profile: bool = True,
-    all_parts: bool = False,
+    demo: bool = False,
 ) -> list[Archived]:
     """Build the site's host profiles, run the roce probe on each node, archive like session.execute.
 
-    Only the roce part of the profiles unless ``all_parts`` (every family's part, as the demo builds them).
+    ``demo``: every family's part of the profiles, as the demo builds them, and the evidence really archived;
+    else only the roce part and archive paths named without writing them (this machine's disk is slow).
     """
     hosts = tmp_path / "hosts"
-    if not all_parts:
+    if not demo:
         monkeypatch.setattr(sim_hosts, "PARTS", ("roce",))
     if profile:
         build_profiles(site, hosts)
@@ -64,9 +65,11 @@ def collect(
     options = session.probe_options(site)
     for node in site.nodes:
         monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", node)
-        for ev in driver.collect_node(("roce",), options):
+        for i, ev in enumerate(driver.collect_node(("roce",), options)):
             if ev.meta["check"] == "roce":
-                path = archive(ev, tmp_path / "raw", "roce")
+                path = (
+                    archive(ev, tmp_path / "raw", "roce") if demo else tmp_path / f"raw/roce/{node}/{i}.json"
+                )
                 out.append((ev, str(path.relative_to(tmp_path))))
     return out
 
@@ -100,7 +103,7 @@ def test_demo_roce_each_fault_fails_exactly_its_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = site_with()
-    verdicts = judged(site, collect(site, tmp_path, monkeypatch, all_parts=True))
+    verdicts = judged(site, collect(site, tmp_path, monkeypatch, demo=True))
     assert_complete(site, verdicts)
     expected = {("roce.trust", s) for s in rails("node1")} | {("roce.pfc", s) for s in rails("node2")}
     expected |= {("roce.ecn", s) for s in rails("node3")} | {("roce.mtu", "node4:rail5")}
@@ -160,14 +163,11 @@ def test_healthy_site_passes_and_counters_skip_honestly(
 
 
 def test_fault_limited_to_one_rail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    site = site_with(
-        sim={
-            "faults": [
-                {"kind": "pfc_wrong_prio", "node": "node2", "rail": 3},
-                {"kind": "ecn_rp_off", "node": "node1", "rail": 0},
-            ]
-        }
-    )
+    faults = [
+        {"kind": "pfc_wrong_prio", "node": "node2", "rail": 3},
+        {"kind": "ecn_rp_off", "node": "node1", "rail": 0},
+    ]
+    site = site_with(**TWO_NODES, sim={"faults": faults})
     verdicts = judged(site, collect(site, tmp_path, monkeypatch))
     assert by_outcome(verdicts, Outcome.FAIL) == {("roce.pfc", "node2:rail3"), ("roce.ecn", "node1:rail0")}
 
@@ -202,7 +202,7 @@ def test_dcb_fallback_without_mlnx_qos(tmp_path: Path, monkeypatch: pytest.Monke
             ]
             (node_dir / "commands.json").write_text(json.dumps(index))
 
-    site = site_with(sim={"faults": []})
+    site = site_with(**TWO_NODES, sim={"faults": []})
     archived = collect(site, tmp_path, monkeypatch, edit=no_mlnx_qos)
     assert {ev.source for ev, _ in archived} >= {"mlnx_qos", "dcb-pfc"}
     verdicts = judged(site, archived)
@@ -219,18 +219,19 @@ def test_unparsable_mlnx_qos_is_an_error_of_its_checks_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def garble(hosts: Path) -> None:
-        node_dir = hosts / "node3"
+        node_dir = hosts / "node2"
         for e in json.loads((node_dir / "commands.json").read_text()):
             if e["match"] == "mlnx_qos -i eth2":
                 text = (node_dir / e["stdout"]).read_text().replace("enabled     0", "enabled     x")
                 (node_dir / e["stdout"]).write_text(text)
 
-    site = site_with(sim={"faults": []})
+    site = site_with(**TWO_NODES, sim={"faults": []})
     verdicts = judged(site, collect(site, tmp_path, monkeypatch, edit=garble))
     errors = by_outcome(verdicts, Outcome.ERROR)
-    assert errors == {(c, "node3:rail2") for c in ("roce.trust", "roce.pfc", "roce.dscp_map")}
-    msg = one(verdicts, "roce.pfc", "node3:rail2").message
-    assert msg.startswith("could not parse mlnx_qos output (raw/roce/node3/") and "line " in msg
+    assert errors == {(c, "node2:rail2") for c in ("roce.trust", "roce.pfc", "roce.dscp_map")}
+    msg = one(verdicts, "roce.pfc", "node2:rail2").message
+    assert msg.startswith("could not parse mlnx_qos output (raw/roce/node2/")
+    assert msg.endswith(".json): line 16: expected PFC enabled value in 0..1, got 'x'")
     assert by_outcome(verdicts, Outcome.FAIL) == set()
 
 

@@ -1,0 +1,268 @@
+"""GPUDirect RDMA: peer-memory support, ACS on the GPU<->NIC path, IOMMU mode, GPU-memory RDMA bandwidth.
+
+Evidence: probes/gpudirect.py. Verdicts:
+- ``gpudirect.peermem`` on ``<node>``: ``nvidia_peermem`` (or the older ``nv_peer_mem``) loaded, or
+  DMA-BUF usable: the OPEN NVIDIA kernel modules (``/proc/driver/nvidia/version`` says "Open Kernel
+  Module"; NVIDIA driver README "Open Linux Kernel Modules": "DMABUF support for CUDA allocations" works
+  only with them) and Linux >= 5.12 (RDMA dma-buf memory registration, ``ibv_reg_dmabuf_mr``); NCCL's
+  troubleshooting guide ("GPU-to-NIC communication") names both routes;
+- ``gpudirect.acs`` on ``<node>:gpu<k>``: no bridge between GPU k and its rail NIC(s) has ACS
+  redirect on (lspci ACSCtl; NCCL troubleshooting "PCI Access Control Services (ACS)");
+- ``gpudirect.iommu`` on ``<node>``: the IOMMU mode seen on the GPUs; SKIP while sites cannot declare one;
+- ``gpudirect.write_bw`` on ``<node>:rail<k>``: loopback ``ib_write_bw --use_cuda`` on the rail, Gb/s
+  against the baseline of ``gpudirect.write_bw.<node>.rail<k>``;
+- ``gpudirect.nccl_gdrdma`` on ``<node>``: an NCCL INFO log of a multi-node run shows ``/GDRDMA`` on every
+  NET channel of this node (SKIP until such a log is routed to this family).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from clusteraccept.baselines import Verdict, error, expect, lookup, skip
+from clusteraccept.baselines import judge as judge_value
+from clusteraccept.checks.hostfacts import NodeEvidence, failure, gpu_addresses, last_line, parsed
+from clusteraccept.checks.topology import every_subject, judge_nodes
+from clusteraccept.errors import ParseError
+from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
+from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES
+from clusteraccept.probes.topology import IB_CLASS_DIR, PCI_DEVICES
+from clusteraccept.site import Site
+from clusteraccept.subjects import gpu_subject, rail_subject
+
+FAMILY = "gpudirect"
+_DRIVER = re.compile(r"NVRM version: NVIDIA UNIX (Open Kernel Module for \S+|\S+ Kernel Module)\s+([0-9.]+)")
+_KERNEL = re.compile(r"([0-9]+)\.([0-9]+)")
+DMABUF_KERNEL = (5, 12)
+
+
+def driver_flavor(text: str | None) -> tuple[str | None, str | None]:
+    """("open" | "proprietary", version) from /proc/driver/nvidia/version; (None, None) if unknown."""
+    m = _DRIVER.search(text or "")
+    if m is None:
+        return None, None
+    return ("open" if m.group(1).startswith("Open") else "proprietary"), m.group(2)
+
+
+def _no_hca(ne: NodeEvidence) -> bool:
+    names = ne.listing(IB_CLASS_DIR)
+    return names is not None and not names
+
+
+def _no_rdma(node: str) -> str:
+    return f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty): GPUDirect RDMA does not apply"
+
+
+def _peermem(node: str, ne: NodeEvidence) -> Verdict:
+    check = "gpudirect.peermem"
+    init = [f"/sys/module/{m}/initstate" for m in PEERMEM_MODULES]
+    ev = tuple(p for p in [*(ne.archived(x) for x in init), ne.archived("/proc/driver/nvidia/version")] if p)
+    ev += ne.archived_command("lsmod") + ne.archived_command("uname")
+    live = [m for m, path in zip(PEERMEM_MODULES, init, strict=True) if ne.text(path) == "live"]
+    mods, _ = parsed(lsmod.parse, "lsmod", ne.command("lsmod"))
+    live += [m for m in PEERMEM_MODULES if mods is not None and mods.loaded(m) and m not in live]
+    if not live and mods is None and all(ne.file(p) is None for p in init):
+        return error(check, FAMILY, node, f"{node}: no kernel module evidence (/sys/module, lsmod) came back")
+    flavor, version = driver_flavor(ne.text("/proc/driver/nvidia/version"))
+    uname = ne.command("uname")
+    release = uname[0].stdout.strip() if uname and uname[0].ok else ""
+    km = _KERNEL.match(release)
+    kernel_ok = km is not None and (int(km.group(1)), int(km.group(2))) >= DMABUF_KERNEL
+    dmabuf = flavor == "open" and kernel_ok
+    if _no_hca(ne):
+        seen = (f"{live[0]} loaded" if live else "no peer-memory module loaded") + (
+            f", DMA-BUF usable (open NVIDIA kernel module {version}, Linux {release})" if dmabuf else "")
+        return skip(check, FAMILY, node, f"{_no_rdma(node)} (observed: {seen})", ev)
+    if live:
+        also = "; DMA-BUF also usable" if dmabuf else ""
+        return expect(check, FAMILY, node, True, f"{node}: {live[0]} loaded (GPU memory can be registered "
+                      f"with the HCA){also}", value=live[0], evidence=ev)
+    if dmabuf:
+        return expect(check, FAMILY, node, True, f"{node}: nvidia_peermem not loaded, DMA-BUF usable instead "
+                      f"(open NVIDIA kernel module {version}, Linux {release})", value="dmabuf", evidence=ev)
+    why = []
+    if flavor != "open":
+        why.append(f"NVIDIA kernel module {version} is the proprietary flavor" if flavor
+                   else "NVIDIA kernel module flavor unknown (/proc/driver/nvidia/version unreadable)")
+    if not kernel_ok:
+        why.append(f"Linux {release or '(unknown)'} is older than 5.12")
+    msg = (f"{node}: nvidia_peermem is not loaded and DMA-BUF is not usable ({'; '.join(why)}; DMA-BUF "
+           "needs the open GPU kernel modules and Linux >= 5.12): GPUDirect RDMA cannot register GPU memory, "
+           "NCCL falls back to host copies; run `modprobe nvidia-peermem`")
+    return expect(check, FAMILY, node, False, msg, value="none", evidence=ev)
+
+
+def _path_bridges(gpu_path: str, nic_path: str) -> list[str]:
+    """PCI bridges a GPU<->NIC peer-to-peer transfer crosses (up to and including the common switch)."""
+    g = [p for p in gpu_path.split("/")[3:-1] if p.count(":") == 2]
+    n = [p for p in nic_path.split("/")[3:-1] if p.count(":") == 2]
+    common = 0
+    while common < min(len(g), len(n)) and g[common] == n[common]:
+        common += 1
+    shared = g[common - 1 : common] if common else []
+    return list(dict.fromkeys(g[common:] + n[common:] + shared))
+
+
+def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> Verdict:
+    check, subject = "gpudirect.acs", gpu_subject(node, k)
+    rails = [r for r in site.node_type(node).rails if r.gpu == k]
+    if not rails:
+        return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
+    if _no_hca(ne):
+        return skip(check, FAMILY, subject, _no_rdma(node))
+    gpu_path = ne.link(f"{PCI_DEVICES}/{addr}") if addr else None
+    if gpu_path is None:
+        return error(check, FAMILY, subject, f"{node} gpu{k}: no PCI path for the GPU (nvidia-smi/sysfs)")
+    runs = {ev.argv[-1]: (ev, p) for ev, p in ne.commands("lspci")}
+    ev: list[str] = [p for x in [f"{PCI_DEVICES}/{addr}"] if (p := ne.archived(x))]
+    bad: list[str] = []
+    checked: list[str] = []
+    for r in rails:
+        nic_path = ne.link(f"{IB_CLASS_DIR}/{r.hca}/device")
+        if nic_path is None:
+            return skip(check, FAMILY, subject, f"{node} gpu{k}: rail NIC {r.hca} is absent (see topology)")
+        for bdf in _path_bridges(gpu_path, nic_path):
+            item = runs.get(bdf)
+            if item is None:
+                return error(check, FAMILY, subject, f"{node} gpu{k}: no lspci evidence for bridge {bdf}",
+                             tuple(ev))
+            ev.append(item[1])
+            if item[0].returncode in (126, 127):
+                why = f"{node} gpu{k}: lspci not found (pciutils not installed): ACS not checked"
+                return skip(check, FAMILY, subject, why, tuple(ev))
+            result, failed = parsed(lspci.parse, "lspci", item)
+            dev = result.device(bdf) if result else None
+            if dev is None:
+                return error(check, FAMILY, subject, f"{node} gpu{k}: {failed or f'lspci lists no {bdf}'}",
+                             tuple(ev))
+            if dev.caps_access_denied:
+                why = (f"{node} gpu{k}: lspci could not read the capabilities of bridge {bdf} "
+                       "(<access denied>): run the probe job as root to read ACS")
+                return error(check, FAMILY, subject, why, tuple(ev))
+            on = dev.acs_blocks_p2p()
+            if on and bdf not in checked:
+                flags = " ".join(f + "+" for f in on)
+                bad.append(f"{bdf} ({dev.port_type or dev.device_class}, ACSCtl {flags})")
+            checked.append(bdf)
+    if bad:
+        nics = ", ".join(r.hca for r in rails)
+        msg = (f"{node} gpu{k}: ACS is on at bridge {'; '.join(bad)} between GPU{k} and {nics}: peer-to-peer "
+               "traffic is redirected to the root complex, breaking GPUDirect RDMA; disable ACS (BIOS, or "
+               "setpci ECAP_ACS+0x6.w=0000)")
+        return expect(check, FAMILY, subject, False, msg, evidence=tuple(ev))
+    nics = ", ".join(r.hca for r in rails)
+    where = ", ".join(dict.fromkeys(checked)) or "none"
+    msg = f"{node} gpu{k}: ACS off on the {len(set(checked))} bridge(s) between GPU{k} and {nics} ({where})"
+    return expect(check, FAMILY, subject, True, msg, evidence=tuple(ev))
+
+
+def _iommu(node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Verdict:
+    paths = [f"{PCI_DEVICES}/{a}/iommu_group/type" for a in addrs.values()]
+    seen = [ne.text(p) for p in paths]
+    modes = sorted({m for m in seen if m})
+    ev = tuple(p for p in (ne.archived(x) for x in paths) if p)
+    observed = (f"{', '.join(modes)} on the GPUs' IOMMU groups" if modes
+                else "no IOMMU group on the GPUs (IOMMU off, or not exposed)")
+    return skip("gpudirect.iommu", FAMILY, node, f"{node}: the site declares no IOMMU mode to check; "
+                f"observed: {observed}", ev)
+
+
+def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    runs = ne.commands("perftest")
+    absent = next((e for e in runs if e[0].returncode in (126, 127)), None)
+    for r in site.node_type(node).rails:
+        check, subject = "gpudirect.write_bw", rail_subject(node, r.index)
+        who = f"{node} rail{r.index} {r.hca}<->GPU{r.gpu}"
+        if _no_hca(ne):
+            out.append(skip(check, FAMILY, subject, _no_rdma(node)))
+            continue
+        if absent is not None:
+            why = (f"{who}: ib_write_bw not found on this node (perftest not installed; tools.perftest_bin): "
+                   + failure("ib_write_bw", absent[0]))
+            out.append(skip(check, FAMILY, subject, why, (absent[1],)))
+            continue
+        mine = {e.meta.get("role"): (e, p) for e, p in runs if e.meta.get("hca") == r.hca}
+        item = mine.get("client")
+        if item is None:
+            why = "rail NIC absent" if ne.link(f"{IB_CLASS_DIR}/{r.hca}/device") is None else "no GPU listed"
+            out.append(skip(check, FAMILY, subject, f"{who}: not measured ({why})"))
+            continue
+        out.append(_write_bw_verdict(site, node, r.index, r.gpu, who, item, mine.get("server")))
+    return out
+
+
+def _write_bw_verdict(site: Site, node: str, rail: int, gpu: int, who: str, item: tuple[Any, str],
+                      server: tuple[Any, str] | None) -> Verdict:
+    check, subject, (ev, path) = "gpudirect.write_bw", rail_subject(node, rail), item
+    evidence = (path,) + ((server[1],) if server else ())
+    text = ev.stdout + "\n" + ev.stderr
+    if "unrecognized option" in text and "use_cuda" in text:
+        why = f"{who}: ib_write_bw was built without CUDA (--use_cuda unknown): rebuild perftest with CUDA"
+        return skip(check, FAMILY, subject, why, evidence)
+    if ev.returncode is None:
+        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw --use_cuda did not finish "
+                      f"({failure('ib_write_bw', ev)})", evidence=evidence)
+    try:
+        res: perftest.PerftestBw | None = perftest.parse(ev.stdout)
+    except ParseError as exc:
+        if ev.returncode == 0:
+            return error(check, FAMILY, subject, f"could not parse perftest output ({path}): {exc}", evidence)
+        res = None
+    value = res.max_avg_Gbps() if res else None
+    if ev.returncode != 0 or res is None or not res.completed or value is None:
+        detail = ("; ".join(res.errors[:2]) if res else "") or failure("ib_write_bw", ev)
+        if server is not None and server[0].returncode != 0:  # the server's reason (CUDA, MR) says more
+            detail += f"; server: {last_line(server[0])}"
+        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw --use_cuda failed: {detail}",
+                      evidence=evidence)
+    if not res.use_cuda or res.cuda_device not in (None, gpu):
+        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw did not use GPU{gpu} memory "
+                      f"(CUDA device {res.cuda_device})", evidence=evidence)
+    key = f"gpudirect.write_bw.{node}.rail{rail}"
+    return judge_value(check, FAMILY, subject, value, lookup(site.baselines, key), what="write_bw_Gbps",
+                       context=f"{who} loopback, {MESSAGE_B >> 20} MiB, GPU memory", evidence=evidence,
+                       labels={"key": key})
+
+
+def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> Verdict:
+    check = "gpudirect.nccl_gdrdma"
+    if _no_hca(ne):
+        return skip(check, FAMILY, node, _no_rdma(node))
+    for ev, path in logs:
+        result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
+        if result is None:
+            return error(check, FAMILY, node, f"{node}: {why}", (path,))
+        mine = [c for c in result.net_channels() if c.host == node]
+        if mine:
+            plain = [c for c in mine if not c.gdrdma]
+            return expect(check, FAMILY, node, not plain, f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
+                          "channels use /GDRDMA" + (f" (channel {plain[0].channel}: via {plain[0].via})"
+                                                    if plain else ""), evidence=(path,))
+    return skip(check, FAMILY, node, "needs the pair campaign's NCCL INFO log")
+
+
+def _node(site: Site, node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> list[Verdict]:
+    addrs, why = gpu_addresses(ne)
+    out = [_peermem(node, ne), _iommu(node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
+    for k in range(site.node_type(node).gpus):
+        if addrs is None or k not in addrs:
+            out.append(error("gpudirect.acs", FAMILY, gpu_subject(node, k), f"{node} gpu{k}: "
+                             + (why if addrs is None else f"GPU{k} is not listed by nvidia-smi")))
+        else:
+            out.append(_acs(site, node, ne, k, addrs[k]))
+    return out + _write_bw(site, node, ne)
+
+
+def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
+    subjects = every_subject(site, node, ["gpudirect.peermem", "gpudirect.iommu", "gpudirect.nccl_gdrdma"],
+                             ["gpudirect.acs"], ["gpudirect.write_bw"])
+    return [error(c, FAMILY, s, reason) for c, s in subjects]
+
+
+def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
+    logs = [(ev, p) for ev, p in evidence
+            if ev.source in ("nccl-debug", "nccl-tests") and "NCCL INFO" in ev.stdout]
+    return judge_nodes(site, evidence, nodes, FAMILY, lambda s, n, ne: _node(s, n, ne, logs), _missing)

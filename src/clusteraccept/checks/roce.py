@@ -1,0 +1,398 @@
+"""RoCE lossless configuration: probes/roce.py evidence -> verdicts per rail (``node:railK``) and per node.
+
+Per rail: roce.trust, roce.pfc (on exactly the lossless priority), roce.dscp_map (site DSCP and RDMA-CM
+default_roce_tos >> 2 map to it), roce.ecn (reaction AND notification point on it), roce.cnp, roce.mtu,
+roce.gid (a RoCE v2 GID; the site's NCCL_IB_GID_INDEX is v2; RDMA-CM mode v2), roce.counters (pause frames
+off the lossless priority or discards on it between two counter snapshots fail). Per node: roce.netdevs.
+An InfiniBand-only site (no roce section) and non-Ethernet node types SKIP.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from clusteraccept.baselines import Verdict, error, expect, skip
+from clusteraccept.errors import ParseError
+from clusteraccept.evidence import Evidence
+from clusteraccept.parsers import dcb, ethtool_stats, mlnx_qos, roce_sysfs, show_gids
+from clusteraccept.site import Rail, Roce, Site
+from clusteraccept.subjects import rail_subject
+
+FAMILY = "roce"
+NODE_CHECKS = ("roce.netdevs",)
+Archived = tuple[Evidence, str]
+
+
+class _Unavailable(Exception):
+    """A check cannot be judged on this rail: SKIP (does not apply) or ERROR (evidence missing/unparsable)."""
+
+    def __init__(self, message: str, *, skipped: bool = False, paths: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.message, self.skipped, self.paths = message, skipped, paths
+
+
+def _tail(ev: Evidence) -> str:
+    lines = (ev.stderr or ev.stdout).strip().splitlines()
+    return lines[-1][:160] if lines else "no output"
+
+
+def _parse_error(tool: str, path: str, exc: ParseError) -> _Unavailable:
+    return _Unavailable(f"could not parse {tool} output ({path}): {exc}", paths=(path,))
+
+
+@dataclass(frozen=True)
+class _Qos:
+    tool: str
+    trust: str | None
+    trust_note: str
+    pfc: tuple[int, ...]
+    dscp_map: dict[int, tuple[int, ...]]
+    paths: tuple[str, ...]
+
+
+@dataclass
+class _Rail:
+    node: str
+    rail: Rail
+    roles: dict[str, list[Archived]]
+    gids: list[Archived]
+
+    @property
+    def netdev(self) -> str | None:
+        names = [ev.meta["netdev"] for evs in self.roles.values() for ev, _ in evs if ev.meta.get("netdev")]
+        return names[0] if names else self.rail.netdev
+
+    @property
+    def where(self) -> str:
+        return f"{self.node} rail{self.rail.index} ({self.netdev or self.rail.hca})"
+
+    def paths(self, *roles: str) -> tuple[str, ...]:
+        return tuple(p for role in roles for _, p in self.roles.get(role, []))
+
+    def one(self, role: str) -> Archived | None:
+        return next(iter(self.roles.get(role, [])), None)
+
+
+def _qos(r: _Rail) -> _Qos:
+    got = r.one("qos")
+    if got is None:
+        raise _Unavailable(f"{r.where}: no mlnx_qos evidence came back")
+    ev, path = got
+    if ev.returncode == 127:  # mlnx_qos absent: the probe asked iproute2 dcb instead
+        dcbs = [r.one("dcb-pfc"), r.one("dcb-app")]
+        paths = (path, *(a[1] for a in dcbs if a))
+        failed = [a for a in dcbs if a is None or not a[0].ok]
+        if failed:
+            why = "; ".join(_tail(a[0]) if a else "no evidence" for a in failed)
+            raise _Unavailable(f"{r.where}: neither mlnx_qos (not found) nor dcb worked: {why}", paths=paths)
+        text = "\n".join(a[0].stdout for a in dcbs if a)
+        try:
+            info = dcb.parse(text)
+        except ParseError as exc:
+            raise _parse_error("dcb", paths[1], exc) from None
+        if info.pfc_enabled is None:
+            raise _Unavailable(f"{r.where}: dcb pfc printed no prio-pfc line", paths=paths)
+        table: dict[int, list[int]] = defaultdict(list)
+        for d, p in info.dscp_prio:
+            table[d].append(p)
+        # mlx5 en_dcbnl.c mlx5e_dcbnl_dscp_app(): "No SEL_DSCP entry in non DSCP state"; ieee_setapp/delapp
+        # switch the trust state to DSCP on the first DSCP entry and back to PCP on the last one.
+        return _Qos("dcb", "dscp" if table else "pcp", " (dcb: DSCP entries in the APP table on mlx5)",
+                    info.pfc_priorities(), {d: tuple(ps) for d, ps in table.items()}, paths)
+    if not ev.ok:
+        raise _Unavailable(f"{r.where}: mlnx_qos -i {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}",
+                           paths=(path,))
+    try:
+        q = mlnx_qos.parse(ev.stdout)
+    except ParseError as exc:
+        raise _parse_error("mlnx_qos", path, exc) from None
+    dmap: dict[int, tuple[int, ...]] = {d: (p,) for d, p in enumerate(q.dscp2prio) if p is not None}
+    return _Qos("mlnx_qos", q.trust, "", q.pfc_priorities(), dmap, (path,))
+
+
+def _sysfs(r: _Rail) -> tuple[roce_sysfs.RoceSysfs, tuple[str, ...]]:
+    evs = r.roles.get("sysfs", [])
+    if not evs:
+        raise _Unavailable(f"{r.where}: no RoCE sysfs evidence came back")
+    try:
+        return roce_sysfs.parse({ev.path: ev.stdout for ev, _ in evs if ev.ok}), tuple(p for _, p in evs)
+    except ParseError as exc:
+        raise _Unavailable(f"could not parse RoCE sysfs files of {r.where}: {exc}") from None
+
+
+def _optional(r: _Rail) -> roce_sysfs.RoceSysfs:
+    """The sysfs facts for a secondary look (RDMA-CM defaults): all None where they cannot be had."""
+    try:
+        return _sysfs(r)[0]
+    except _Unavailable:
+        return roce_sysfs.parse({})
+
+
+def _file(r: _Rail, path: str) -> str:
+    """One node file's read outcome, for a message."""
+    got = next((ev for ev, _ in r.roles.get("sysfs", []) if ev.path == path), None)
+    return f"{path}: {_tail(got) if got else 'not read'}"
+
+
+def _prios(prios: Sequence[int]) -> str:
+    return "none" if not prios else str(prios[0]) if len(prios) == 1 else str(list(prios))
+
+
+def check_trust(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    q = _qos(r)
+    if q.trust is None:
+        raise _Unavailable(f"{r.where}: {q.tool} does not print the trust state", paths=q.paths)
+    ok = q.trust == roce.trust
+    want = "" if ok else f", expected {roce.trust} (site roce.trust)"
+    msg = f"{r.where}: trust {q.trust}{q.trust_note}{want}"
+    return expect("roce.trust", FAMILY, subject, ok, msg, value=q.trust, evidence=q.paths)
+
+
+def check_pfc(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    q = _qos(r)
+    p = roce.lossless_priority
+    ok = q.pfc == (p,)
+    msg = f"on exactly priority [{p}]" if ok else f"on priorities {list(q.pfc)}, expected exactly [{p}]"
+    return expect("roce.pfc", FAMILY, subject, ok, f"{r.where}: PFC enabled {msg} (the lossless priority)",
+                  value=",".join(map(str, q.pfc)) or "none", evidence=q.paths)
+
+
+def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    if roce.trust != "dscp":
+        raise _Unavailable("site trusts PCP (roce.trust: pcp): no DSCP map in use", skipped=True)
+    q = _qos(r)
+    if q.trust != "dscp":
+        raise _Unavailable(f"{r.where}: trust is {q.trust}, so no DSCP map is in effect (see roce.trust)",
+                           skipped=True, paths=q.paths)
+    p, tos = roce.lossless_priority, _optional(r).default_roce_tos
+    dscps = {roce.roce_dscp: "site roce_dscp"}
+    if tos is not None:
+        cm = f"RDMA-CM default_roce_tos {tos} >> 2"
+        dscps[tos >> 2] = f"{dscps[tos >> 2]}; {cm}" if tos >> 2 in dscps else cm
+    got = [(d, what, q.dscp_map.get(d, ())) for d, what in dscps.items()]
+    bad = [f"DSCP {d} ({what}) maps to priority {_prios(ps)}" for d, what, ps in got if ps != (p,)]
+    shown = " and ".join(f"DSCP {d} ({what})" for d, what, _ in got)
+    shown += " (RDMA-CM default_roce_tos not readable)" if tos is None else ""
+    msg = f"{'; '.join(bad)}, expected {p}" if bad else f"{shown} map{'s' * (len(got) == 1)} to priority {p}"
+    tos_path = roce_sysfs.default_roce_tos_path(r.rail.hca, r.rail.port)
+    paths = q.paths + tuple(p for ev, p in r.roles.get("sysfs", []) if ev.path == tos_path)
+    return expect("roce.dscp_map", FAMILY, subject, not bad, f"{r.where}: {msg} (the lossless priority)",
+                  value=_prios(got[-1][2]), evidence=paths)
+
+
+def check_ecn(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    if not roce.ecn:
+        raise _Unavailable("site does not require ECN (roce.ecn: false)", skipped=True)
+    s, paths = _sysfs(r)
+    p = roce.lossless_priority
+    rp, np_ = s.ecn_rp_enabled[p], s.ecn_np_enabled[p]
+    if rp is None and np_ is None:
+        where = _file(r, roce_sysfs.ecn_rp_enable_path(r.netdev or "_", p))
+        raise _Unavailable(f"{r.where}: ECN settings not readable ({where}; the ecn/ sysfs comes with the "
+                           "MLNX_OFED mlx5 driver)", paths=paths)
+    state = {None: "unreadable", True: "enabled", False: "disabled"}
+    ok = bool(rp and np_)
+    msg = (f"{r.where}: ECN on priority {p}: reaction point (roce_rp) {state[rp]}, "
+           f"notification point (roce_np) {state[np_]}" + ("" if ok else "; expected both enabled"))
+    value = f"rp={state[rp]},np={state[np_]}"
+    return expect("roce.ecn", FAMILY, subject, ok, msg, value=value, evidence=paths)
+
+
+def check_cnp(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    if roce.cnp_dscp is None and roce.cnp_priority is None:
+        raise _Unavailable("site sets no CNP DSCP or priority (roce.cnp_dscp, cnp_priority)", skipped=True)
+    s, paths = _sysfs(r)
+    netdev = r.netdev or "_"
+    wanted = [("CNP DSCP", roce.cnp_dscp, s.cnp_dscp, roce_sysfs.cnp_dscp_path(netdev)),
+              ("CNP priority", roce.cnp_priority, s.cnp_802p_prio, roce_sysfs.cnp_802p_prio_path(netdev))]
+    unreadable = [_file(r, path) for _, want, got, path in wanted if want is not None and got is None]
+    if unreadable:
+        raise _Unavailable(f"{r.where}: CNP settings not readable ({'; '.join(unreadable)})", paths=paths)
+    bad = [f"{name} {got}, expected {want}" for name, want, got, _ in wanted if want not in (None, got)]
+    shown = ", ".join(f"{name} {got}" for name, want, got, _ in wanted if want is not None)
+    msg = f"{r.where}: " + ("; ".join(bad) + " (site roce.cnp_dscp / cnp_priority)" if bad else shown)
+    return expect("roce.cnp", FAMILY, subject, not bad, msg, value=shown, evidence=paths)
+
+
+def check_mtu(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    s, paths = _sysfs(r)
+    if s.mtu_B is None:
+        raise _Unavailable(f"{r.where}: MTU not readable ({_file(r, roce_sysfs.mtu_path(r.netdev or '_'))})",
+                           paths=paths)
+    ok = s.mtu_B == roce.mtu
+    want = " as the site says" if ok else f", expected {roce.mtu} (site roce.mtu)"
+    msg = f"{r.where}: MTU {s.mtu_B}{want}"
+    return expect("roce.mtu", FAMILY, subject, ok, msg, value=s.mtu_B, evidence=paths)
+
+
+def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    if not r.gids:
+        raise _Unavailable(f"{r.node}: no show_gids evidence came back")
+    ev, path = r.gids[0]
+    if not ev.ok:
+        raise _Unavailable(f"{r.node}: show_gids (mlnx-tools) failed (rc {ev.returncode}): {_tail(ev)}",
+                           paths=(path,))
+    try:
+        table = show_gids.parse(ev.stdout).for_port(r.rail.hca, r.rail.port)
+    except ParseError as exc:
+        raise _parse_error("show_gids", path, exc) from None
+    port = f"{r.rail.hca} port {r.rail.port}"
+    v2 = [e for e in table if e.roce_version == "v2"]
+    bad = [] if v2 else [f"no RoCE v2 GID on {port} "
+                         f"({', '.join(f'{e.index} {e.roce_version}' for e in table) or 'no GID at all'})"]
+    index = site.env.get("NCCL_IB_GID_INDEX", "")
+    if index.isdigit() and v2:
+        at = next((e for e in table if e.index == int(index)), None)
+        if at is None or at.roce_version != "v2":
+            bad.append(f"GID index {index} (site NCCL_IB_GID_INDEX) is {at.roce_version if at else 'empty'}"
+                       f", expected RoCE v2 (v2 at index {', '.join(str(e.index) for e in v2)})")
+    mode = _optional(r).default_roce_mode
+    if mode not in (None, "RoCE v2"):
+        bad.append(f"RDMA-CM default_roce_mode is {mode!r}, expected 'RoCE v2'")
+    if bad:
+        return expect("roce.gid", FAMILY, subject, False, f"{r.where}: {'; '.join(bad)}", evidence=(path,))
+    best = next((e for e in v2 if e.ipv4), v2[0])
+    return expect("roce.gid", FAMILY, subject, True,
+                  f"{r.where}: RoCE v2 GID index {best.index} ({best.ipv4 or best.gid}) on {port}",
+                  value=best.index, evidence=(path,))
+
+
+def _snapshots(r: _Rail, source: str, counter: str = "") -> dict[str, Archived]:
+    return {ev.meta.get("snapshot", ""): (ev, p) for ev, p in r.roles.get("counters", [])
+            if ev.source == source and ev.meta.get("counter", "") == counter}
+
+
+def check_counters(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+    snaps = _snapshots(r, "ethtool-stats")
+    if "before" not in snaps or "after" not in snaps:
+        raise _Unavailable("no traffic test in this run (no before/after counter snapshots)", skipped=True)
+    (b, bp), (a, ap) = snaps["before"], snaps["after"]
+    paths = (bp, ap)
+    for ev in (b, a):
+        if not ev.ok:
+            raise _Unavailable(f"{r.where}: ethtool -S {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}",
+                               paths=paths)
+    try:
+        d = ethtool_stats.delta(ethtool_stats.parse(b.stdout), ethtool_stats.parse(a.stdout))
+    except ParseError as exc:
+        raise _Unavailable(f"could not parse ethtool -S output ({bp}, {ap}): {exc}", paths=paths) from None
+    if d.went_backwards:
+        names = ", ".join(d.went_backwards[:4])
+        raise _Unavailable(f"{r.where}: counters went backwards between the snapshots ({names}): driver "
+                           "reload or counter reset", paths=paths)
+    p = roce.lossless_priority
+    found = [f"{n} pause frames on priority {q} (not the lossless {p})" for q in range(8) if q != p
+             for n in [(d.rx_prio_pause(q) or 0) + (d.tx_prio_pause(q) or 0)] if n]
+    drops = sum(v or 0 for v in (d.rx_prio_discards(p), d.rx_prio_buf_discard(p), d.rx_prio_cong_discard(p)))
+    if drops:
+        found.append(f"{drops} discards on the lossless priority {p}")
+    cnp = [f"{name} +{int(hw['after'][0].stdout) - int(hw['before'][0].stdout)}"
+           for name in ("np_cnp_sent", "rp_cnp_handled") for hw in [_snapshots(r, "hw-counters", name)]
+           if all(k in hw and hw[k][0].stdout.strip().isdigit() for k in ("before", "after"))]
+    window = a.meta.get("window", "traffic")  # the probe's pair brackets no traffic: "idle"
+    t_s = [m.get("t_s", "") for m in (b.meta, a.meta)]
+    span = f"{float(t_s[1]) - float(t_s[0]):.1f} s " if all(t.replace(".", "").isdigit() for t in t_s) else ""
+    seen = f"pause on priority {p}: rx +{d.rx_prio_pause(p) or 0} tx +{d.tx_prio_pause(p) or 0}"
+    seen += "".join(f", {c}" for c in cnp)
+    if found:
+        return expect("roce.counters", FAMILY, subject, False,
+                      f"{r.where}: {'; '.join(found)} in the {span}{window} window between the counter "
+                      f"snapshots, expected none", value=len(found), evidence=paths)
+    if window == "idle":
+        raise _Unavailable(f"no traffic test in this run (idle {span}window clean: {seen})", skipped=True,
+                           paths=paths)
+    return expect("roce.counters", FAMILY, subject, True, f"{r.where}: no pause frames off priority {p}, no "
+                  f"discards on it ({seen})", value=0, evidence=paths)
+
+
+RAIL_CHECKS: dict[str, Callable[[Roce, Site, _Rail, str], Verdict]] = {
+    "roce.trust": check_trust, "roce.pfc": check_pfc, "roce.dscp_map": check_dscp_map,
+    "roce.ecn": check_ecn, "roce.cnp": check_cnp, "roce.mtu": check_mtu, "roce.gid": check_gid,
+    "roce.counters": check_counters,
+}
+
+
+def _port_problem(r: _Rail) -> tuple[bool, str] | None:
+    """Why this rail is no RoCE port to judge: (is_error, reason without the rail prefix); None if it is."""
+    port = f"{r.rail.hca} port {r.rail.port}"
+    link = r.one("link_layer")
+    if link is None:
+        return True, f"no RoCE evidence for {port} came back from {r.node}"
+    ev = link[0]
+    if not ev.ok:
+        return False, f"no RoCE netdev: {port} absent ({ev.path}: {_tail(ev)})"
+    if ev.stdout.strip() != "Ethernet":
+        return False, f"{port} link layer is {ev.stdout.strip() or 'empty'}, not RoCE (Ethernet)"
+    if not r.netdev:
+        return False, f"no RoCE netdev for {port} (none in the site, no gid_attrs/ndevs/0)"
+    return None
+
+
+def _netdevs(node: str, rails: list[_Rail], listing: Evidence | None) -> Verdict:
+    present = set(listing.stdout.split()) if listing is not None else None
+    bad, good = [], []
+    for r in rails:
+        problem = _port_problem(r)
+        if problem:
+            bad.append(f"rail{r.rail.index}: {problem[1]}")
+        elif present is not None and r.netdev not in present:
+            bad.append(f"rail{r.rail.index}: netdev {r.netdev} absent from /sys/class/net")
+        else:
+            good.append(r.netdev or "")
+    msg = (f"{node}: " + "; ".join(bad) + " (the site declares Ethernet rails)" if bad else
+           f"{node}: {len(good)} RoCE ports with their netdevs ({', '.join(good)})")
+    paths = tuple(p for r in rails for p in r.paths("link_layer", "ndev"))
+    return expect("roce.netdevs", FAMILY, node, not bad, msg, value=len(good), evidence=paths)
+
+
+def _all(node: str, rails: Sequence[Rail], why: str, make: Callable[..., Verdict] = skip) -> list[Verdict]:
+    """The same verdict for every roce check of a node and its rails."""
+    return [make(c, FAMILY, node, why) for c in NODE_CHECKS] + [
+        make(c, FAMILY, rail_subject(node, rail.index), why) for rail in rails for c in RAIL_CHECKS]
+
+
+def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:
+    verdicts: list[Verdict] = []
+    by_host: dict[str, list[Archived]] = defaultdict(list)
+    for ev, path in evidence:
+        by_host[ev.host].append((ev, path))
+    for node in nodes:
+        nt = site.node_type(node)
+        if site.roce is None:
+            verdicts += _all(node, nt.rails, "InfiniBand-only site: no roce section in the site file")
+            continue
+        if nt.link_layer != "Ethernet":
+            reason = f"node type {nt.name} has link layer {nt.link_layer}: no RoCE"
+            verdicts += _all(node, nt.rails, reason)
+            continue
+        evs = by_host.get(node, [])
+        if not evs:
+            verdicts += _all(node, nt.rails, f"no RoCE evidence came back from {node}", error)
+            continue
+        gids = [a for a in evs if a[0].meta.get("role") == "gids"]
+        listing = next((ev for ev, _ in evs if ev.meta.get("role") == "netdevs"), None)
+        rails = []
+        for rail in nt.rails:
+            roles: dict[str, list[Archived]] = defaultdict(list)
+            for ev, path in evs:
+                if ev.meta.get("hca") == rail.hca and ev.meta.get("port") == str(rail.port):
+                    roles[ev.meta.get("role", "")].append((ev, path))
+            rails.append(_Rail(node, rail, roles, gids))
+        verdicts.append(_netdevs(node, rails, listing))
+        for r in rails:
+            subject = rail_subject(node, r.rail.index)
+            problem = _port_problem(r)
+            if problem:
+                make = error if problem[0] else skip
+                paths = r.paths("link_layer", "ndev")
+                verdicts += [make(c, FAMILY, subject, f"{r.where}: {problem[1]}", paths) for c in RAIL_CHECKS]
+                continue
+            for check, fn in RAIL_CHECKS.items():
+                try:
+                    verdicts.append(fn(site.roce, site, r, subject))
+                except _Unavailable as u:
+                    make = skip if u.skipped else error
+                    verdicts.append(make(check, FAMILY, subject, u.message, u.paths))
+    return verdicts

@@ -1,0 +1,304 @@
+"""GPU/NIC topology: inventory, GPU<->rail-NIC affinity (PCIe closeness and NUMA), PCIe links, NIC ports.
+
+Evidence: probes/topology.py (nvidia-smi topo -m and --query-gpu, lscpu, ibstat, sysfs PCI files).
+Verdicts:
+- ``topology.gpu_inventory``  on ``<node>``: GPU count and model (nvidia-smi), every sysfs GPU visible;
+- ``topology.gpu_nic_affinity`` on ``<node>:gpu<k>``: each rail NIC of GPU k is its closest NIC
+  (PIX/PXB in ``nvidia-smi topo -m``) and on the GPU's NUMA node (sysfs ``numa_node`` of both,
+  cross-checked against nvidia-smi's NUMA affinity); ``numa_node = -1`` (a VM, one socket) is "no NUMA
+  information", judged by the node type's ``numa_expected``;
+- ``topology.pcie_link`` on ``<node>:gpu<k>`` and ``topology.nic_pcie_link`` on ``<node>:rail<k>``:
+  current PCIe speed and width equal the device's maximum (sysfs current_link_* vs max_link_*);
+- ``topology.nic_port`` on ``<node>:rail<k>``: the rail port is Active/LinkUp at the expected rate and
+  link layer (ibstat).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from clusteraccept.baselines import Verdict, error, expect, skip
+from clusteraccept.checks.hostfacts import NodeEvidence, by_node, gpu_addresses, parsed
+from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
+from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
+from clusteraccept.site import Rail, Site
+from clusteraccept.subjects import gpu_subject, rail_subject
+
+FAMILY = "topology"
+CLOSE = ("PIX", "PXB")
+_GTS = re.compile(r"([0-9]+(?:\.[0-9]+)?) GT/s")
+
+
+def _speed(text: str | None) -> float | None:
+    m = _GTS.match(text or "")
+    return float(m.group(1)) if m else None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
+
+
+class Pci:
+    """One PCI device as the probe read it through a sysfs link (``/sys/bus/pci/devices/<bdf>``)."""
+
+    def __init__(self, ne: NodeEvidence, link: str) -> None:
+        self.ne, self.link = ne, link
+        self.path = ne.link(link)
+        self.bdf = self.path.rsplit("/", 1)[-1] if self.path else link.rsplit("/", 1)[-1]
+
+    def attr(self, name: str) -> str | None:
+        return self.ne.text(f"{self.link}/{name}")
+
+    def numa(self) -> int | None:
+        """The sysfs NUMA node; None for -1 ("no NUMA information") or when unreadable."""
+        n = _int(self.attr("numa_node"))
+        return None if n is None or n < 0 else n
+
+    def parent_attr(self, name: str) -> str | None:
+        if not self.path:
+            return None
+        return self.ne.text(f"{self.path.rsplit('/', 1)[0]}/{name}")
+
+    def evidence(self, *names: str) -> tuple[str, ...]:
+        paths = [self.link, *(f"{self.link}/{n}" for n in names)]
+        return tuple(p for p in (self.ne.archived(x) for x in paths) if p)
+
+
+def link_verdict(check: str, subject: str, who: str, dev: Pci, gpu: bool) -> Verdict:
+    """Current PCIe speed/width against the device maximum."""
+    ev = dev.evidence("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+    cur_s, max_s = _speed(dev.attr("current_link_speed")), _speed(dev.attr("max_link_speed"))
+    cur_w, max_w = _int(dev.attr("current_link_width")), _int(dev.attr("max_link_width"))
+    if None in (cur_s, max_s, cur_w, max_w):
+        return error(check, FAMILY, subject, f"{who} ({dev.bdf}): PCIe link attributes missing or unreadable "
+                     f"in sysfs ({dev.link}/current_link_*, max_link_*)", ev)
+    have, cap = f"x{cur_w} at {cur_s:g} GT/s", f"x{max_w} at {max_s:g} GT/s"
+    ok = cur_w == max_w and cur_s == max_s
+    if ok:
+        return expect(check, FAMILY, subject, True, f"{who} ({dev.bdf}): PCIe {have}, its maximum",
+                      value=have, evidence=ev)
+    port_w, port_s = _int(dev.parent_attr("max_link_width")), _speed(dev.parent_attr("max_link_speed"))
+    port = (f"; the port above allows x{port_w} at {port_s:g} GT/s" if port_w is not None and port_s
+            else "")
+    hint = ("; nvidia-smi notes GPUs may lower link speed when idle: re-check under load before reseating"
+            if gpu and cur_w == max_w else "")
+    return expect(check, FAMILY, subject, False,
+                  f"{who} ({dev.bdf}): PCIe link runs {have}, device maximum {cap}{port}{hint}",
+                  value=have, evidence=ev)
+
+
+def _rails_of(site: Site, node: str, gpu: int) -> list[Rail]:
+    return [r for r in site.node_type(node).rails if r.gpu == gpu]
+
+
+def _no_hca(ne: NodeEvidence) -> bool:
+    names = ne.listing(IB_CLASS_DIR)
+    return names is not None and not names
+
+
+def _topo_numa(topo: nvidia_smi_topo.TopoMatrix, gpu: int, cpus: lscpu.Lscpu | None) -> int | None:
+    if "NUMA Affinity" in topo.columns:
+        return topo.numa(gpu)
+    mine = topo.cpus(gpu)  # old drivers: only CPU Affinity; the node whose CPUs contain them
+    hits = [n.node for n in (cpus.nodes if cpus else ()) if mine and mine <= frozenset(n.cpus)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _affinity(site: Site, node: str, ne: NodeEvidence, gpu: int, addr: str, hca: str,
+              topo: nvidia_smi_topo.TopoMatrix, cpus: lscpu.Lscpu | None) -> tuple[bool, str]:
+    g = Pci(ne, f"{PCI_DEVICES}/{addr}")
+    n = Pci(ne, f"{IB_CLASS_DIR}/{hca}/device")
+    link = topo.link(gpu, hca) if hca in topo.nics else None
+    if link is None:
+        return False, f"nvidia-smi topo -m lists no NIC {hca} (NICs: {', '.join(topo.nics) or 'none'})"
+    closest = topo.closest_nics(gpu)
+    g_numa, n_numa, t_numa = g.numa(), n.numa(), _topo_numa(topo, gpu, cpus)
+    bad: list[str] = []
+    if g_numa is not None and n_numa is not None and g_numa != n_numa:
+        bad.append(f"rail NIC {hca} is on NUMA node {n_numa}, GPU{gpu} on NUMA node {g_numa}")
+    if g_numa is not None and t_numa is not None and g_numa != t_numa:
+        bad.append(f"sysfs puts GPU{gpu} on NUMA node {g_numa}, nvidia-smi topo on NUMA node {t_numa}")
+    unknown = [w for w, v in ((f"GPU{gpu} {g.bdf}", g_numa), (f"{hca} {n.bdf}", n_numa)) if v is None]
+    if unknown and site.node_type(node).numa_expected:
+        bad.append(f"sysfs reports no NUMA node (numa_node=-1) for {' and '.join(unknown)} but node type "
+                   f"{site.node_type(node).name} expects NUMA information (numa_expected)")
+    if link not in CLOSE:
+        bad.append(f"nvidia-smi topo: {link}, expected PIX or PXB")
+    elif hca not in closest:
+        bad.append(f"{hca} is {link} but not GPU{gpu}'s closest NIC ({', '.join(closest)} closer)")
+    where = (f"both on NUMA node {g_numa}" if g_numa is not None and g_numa == n_numa
+             else "no NUMA information (numa_node=-1), not expected by the site" if unknown else "")
+    if bad:
+        return False, bad[0] + (f" ({'; '.join(bad[1:])})" if bad[1:] else "")
+    return True, f"rail NIC {hca} is {link} to GPU{gpu} (its closest NIC){', ' + where if where else ''}"
+
+
+def _gpu_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    nt = site.node_type(node)
+    addrs, why = gpu_addresses(ne)
+    topo_item = ne.command("nvidia-smi-topo")
+    topo, topo_err = parsed(nvidia_smi_topo.parse, "nvidia-smi topo -m", topo_item)
+    cpus, _ = parsed(lscpu.parse, "lscpu", ne.command("lscpu"))
+    q_ev = ne.archived_command("nvidia-smi-query")
+    for k in range(nt.gpus):
+        subject = gpu_subject(node, k)
+        if addrs is None or k not in addrs:
+            reason = why if addrs is None else f"GPU{k} is not listed by nvidia-smi ({len(addrs)} GPUs)"
+            for check in ("topology.gpu_nic_affinity", "topology.pcie_link"):
+                out.append(error(check, FAMILY, subject, f"{node} gpu{k}: {reason}", q_ev)
+                           if addrs is None else expect(check, FAMILY, subject, False,
+                                                        f"{node} gpu{k}: {reason}", evidence=q_ev))
+            continue
+        dev = Pci(ne, f"{PCI_DEVICES}/{addrs[k]}")
+        out.append(link_verdict("topology.pcie_link", subject, f"{node} gpu{k}", dev, gpu=True))
+        ev = q_ev + ne.archived_command("nvidia-smi-topo") + dev.evidence("numa_node")
+        out.append(_affinity_verdict(site, node, ne, k, addrs[k], topo, topo_err, cpus, ev))
+    return out
+
+
+def _affinity_verdict(site: Site, node: str, ne: NodeEvidence, k: int, addr: str,
+                      topo: nvidia_smi_topo.TopoMatrix | None, topo_err: str | None, cpus: lscpu.Lscpu | None,
+                      ev: tuple[str, ...]) -> Verdict:
+    check, subject = "topology.gpu_nic_affinity", gpu_subject(node, k)
+    rails = _rails_of(site, node, k)
+    if not rails:
+        return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
+    if _no_hca(ne):
+        return skip(check, FAMILY, subject, f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty: "
+                    f"no HCA, or its driver is not loaded), no NIC to pair with GPU{k}", ev)
+    if topo is None:
+        return error(check, FAMILY, subject, f"{node} gpu{k}: {topo_err}", ev)
+    msgs: list[str] = []
+    ok_all = True
+    for r in rails:
+        n = Pci(ne, f"{IB_CLASS_DIR}/{r.hca}/device")
+        ev += n.evidence("numa_node")
+        if n.path is None:
+            ok_all = False
+            msgs.append(f"rail NIC {r.hca} is not present (RDMA devices: "
+                        f"{', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})")
+            continue
+        ok, msg = _affinity(site, node, ne, k, addr, r.hca, topo, cpus)
+        ok_all &= ok
+        msgs.append(msg)
+    return expect(check, FAMILY, subject, ok_all, f"{node} gpu{k}: " + "; ".join(msgs), evidence=ev)
+
+
+def _inventory(site: Site, node: str, ne: NodeEvidence) -> Verdict:
+    check, nt = "topology.gpu_inventory", site.node_type(node)
+    q = ne.command("nvidia-smi-query")
+    addrs, why = gpu_addresses(ne)
+    ev = ne.archived_command("nvidia-smi-query")
+    if addrs is None:
+        failed = q is not None and q[0].returncode is not None and q[0].returncode != 0
+        return (expect(check, FAMILY, node, False, f"{node}: {why}", evidence=ev) if failed
+                else error(check, FAMILY, node, f"{node}: {why}", ev))
+    names = ne.gpu_names()
+    problems = []
+    if len(addrs) != nt.gpus:
+        problems.append(f"nvidia-smi lists {len(addrs)} GPUs, node type {nt.name} has {nt.gpus}")
+    wrong = sorted({n for n in names.values() if nt.gpu_model and n != nt.gpu_model})
+    if wrong:
+        problems.append(f"GPU model {', '.join(wrong)}, expected {nt.gpu_model}")
+    sysfs = [b for b in ne.listing(NVIDIA_DRIVER_DIR) or []
+             if (Pci(ne, f"{PCI_DEVICES}/{b}").attr("class") or "").startswith("0x03")]
+    hidden = sorted(set(sysfs) - set(addrs.values()))
+    if hidden:
+        problems.append(f"GPU(s) {', '.join(hidden)} bound to the nvidia driver but not listed by nvidia-smi")
+    model = ", ".join(sorted(set(names.values())))
+    msg = ("; ".join(problems) if problems
+           else f"{len(addrs)} x {model} (nvidia-smi), as node type {nt.name} expects")
+    return expect(check, FAMILY, node, not problems, f"{node}: {msg}", value=len(addrs), evidence=ev)
+
+
+def _rail_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
+    out: list[Verdict] = []
+    nt = site.node_type(node)
+    stat_item = ne.command("ibstat")
+    stat, stat_err = parsed(ibstat.parse, "ibstat", stat_item)
+    stat_ev = ne.archived_command("ibstat")
+    for r in nt.rails:
+        subject = rail_subject(node, r.index)
+        if _no_hca(ne):
+            why = f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty), rail NIC {r.hca} absent"
+            out += [skip("topology.nic_port", FAMILY, subject, why), skip("topology.nic_pcie_link", FAMILY,
+                                                                          subject, why)]
+            continue
+        dev = Pci(ne, f"{IB_CLASS_DIR}/{r.hca}/device")
+        who = f"{node} rail{r.index} {r.hca}"
+        if dev.path is None:
+            msg = f"{who}: not present (RDMA devices: {', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
+            out += [expect(c, FAMILY, subject, False, msg, evidence=dev.evidence())
+                    for c in ("topology.nic_port", "topology.nic_pcie_link")]
+            continue
+        out.append(link_verdict("topology.nic_pcie_link", subject, who, dev, gpu=False))
+        out.append(_port_verdict(nt.link_layer, r, subject, who, stat, stat_err, stat_item, stat_ev))
+    return out
+
+
+def _port_verdict(layer: str, r: Rail, subject: str, who: str, stat: ibstat.Ibstat | None,
+                  stat_err: str | None, item: Any, ev: tuple[str, ...]) -> Verdict:
+    check = "topology.nic_port"
+    if stat is None:
+        if item is not None and item[0].returncode in (126, 127):
+            return skip(check, FAMILY, subject, f"{who}: ibstat not found on this node (infiniband-diags not "
+                        "installed): port state not measured", ev)
+        return error(check, FAMILY, subject, f"{who}: {stat_err}", ev)
+    port = stat.port(r.hca, r.port)
+    if port is None:
+        return expect(check, FAMILY, subject, False, f"{who}: ibstat shows no port {r.port}", evidence=ev)
+    bad = []
+    if not port.is_up():
+        bad.append(f"port {r.port} is {port.state}/{port.phys_state}, expected ACTIVE/LINK_UP")
+    if r.rate_Gbps is not None and port.rate_Gbps != r.rate_Gbps:
+        bad.append(f"rate {port.rate_Gbps:g} Gb/s, expected {r.rate_Gbps:g}" if port.rate_Gbps is not None
+                   else "no rate reported")
+    if layer in ("InfiniBand", "Ethernet") and port.link_layer != layer:
+        bad.append(f"link layer {port.link_layer}, expected {layer}")
+    state = f"{port.state}/{port.phys_state} at {port.rate_Gbps:g} Gb/s {port.link_layer}" if port.rate_Gbps \
+        else f"{port.state}/{port.phys_state}"
+    return expect(check, FAMILY, subject, not bad, f"{who}: " + ("; ".join(bad) if bad else state),
+                  value=port.rate_Gbps, evidence=ev)
+
+
+def every_subject(site: Site, node: str, per_node: Sequence[str], per_gpu: Sequence[str],
+                  per_rail: Sequence[str]) -> list[tuple[str, str]]:
+    """(check, subject) for every check of a family on ``node``."""
+    nt = site.node_type(node)
+    out = [(c, node) for c in per_node]
+    out += [(c, gpu_subject(node, k)) for k in range(nt.gpus) for c in per_gpu]
+    return out + [(c, rail_subject(node, r.index)) for r in nt.rails for c in per_rail]
+
+
+def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
+    subjects = every_subject(site, node, ["topology.gpu_inventory"],
+                             ["topology.gpu_nic_affinity", "topology.pcie_link"],
+                             ["topology.nic_port", "topology.nic_pcie_link"])
+    return [error(c, FAMILY, s, reason) for c, s in subjects]
+
+
+def judge_nodes(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str], family: str,
+                per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
+                missing: Callable[[Site, str, str], list[Verdict]]) -> list[Verdict]:
+    """Run ``per_node`` on each node's evidence; nodes without any get ERROR on every subject."""
+    grouped = by_node(evidence)
+    out: list[Verdict] = []
+    for node in nodes:
+        ne = grouped.get(node)
+        out += per_node(site, node, ne) if ne else missing(
+            site, node, f"{node}: no {family} evidence came back from this node")
+    return out
+
+
+def _node(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
+    return [_inventory(site, node, ne), *_gpu_checks(site, node, ne), *_rail_checks(site, node, ne)]
+
+
+def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
+    return judge_nodes(site, evidence, nodes, FAMILY, _node, _missing)

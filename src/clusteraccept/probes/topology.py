@@ -1,0 +1,106 @@
+"""GPU/NIC topology evidence: what is where on the PCIe tree, NUMA nodes, link states, NIC ports.
+
+Commands (each optional on a given host; absence is recorded, not an error):
+- ``nvidia-smi topo -m`` (link classes GPU<->NIC, NUMA affinity), ``nvidia-smi
+  --query-gpu=index,name,pci.bus_id --format=csv,noheader`` (GPU index -> PCI address; nvidia-smi(1));
+- ``lscpu`` (NUMA node CPU lists, for ``nvidia-smi`` outputs without a NUMA Affinity column);
+- ``ibstat`` (infiniband-diags: port state, rate, link layer).
+Files: for every GPU bound to the ``nvidia`` driver (``/sys/bus/pci/drivers/nvidia/<BDF>`` links) and
+every RDMA device (``/sys/class/infiniband/<hca>/device``): the resolved sysfs path (the bridges above
+it), ``class``, ``numa_node`` and ``{current,max}_link_{speed,width}`` (Documentation/ABI/testing/
+sysfs-bus-pci), and the link maxima of the port above it. No parsing here: the listings only say which
+files to read next.
+"""
+
+from __future__ import annotations
+
+import re
+
+from clusteraccept import runner
+from clusteraccept.evidence import Evidence
+
+NVIDIA_DRIVER_DIR = "/sys/bus/pci/drivers/nvidia"
+IB_CLASS_DIR = "/sys/class/infiniband"
+PCI_DEVICES = "/sys/bus/pci/devices"
+LINK_ATTRS = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
+DEVICE_ATTRS = ("class", "numa_node", *LINK_ATTRS)
+_BDF = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+def timeout_of(options: dict[str, object]) -> float:
+    value = options.get("timeout_s", 60)
+    return float(value) if isinstance(value, int | float | str) else 60.0
+
+
+def listing(path: str) -> tuple[Evidence, list[str]]:
+    """A directory listing as Evidence (one name per line; returncode 1 when absent or empty)."""
+    names = runner.listdir(path)
+    ev = Evidence(runner.hostname(), "sysfs-listdir", path=path, returncode=0 if names else 1,
+                  stdout="".join(n + "\n" for n in names),
+                  stderr="" if names else f"{path}: no entries (absent, or nothing there)")
+    return ev, names
+
+
+def resolved(path: str) -> Evidence:
+    """Where a sysfs link points (``/sys/bus/pci/devices/0000:19:00.0`` -> ``/sys/devices/pci.../``)."""
+    target = runner.realpath(path)
+    ok = target != path and target.startswith("/sys/devices/")
+    return Evidence(runner.hostname(), "sysfs-link", path=path, returncode=0 if ok else 1,
+                    stdout=target + "\n" if ok else "", stderr="" if ok else f"{path}: not a device link")
+
+
+def gpu_bdfs() -> tuple[Evidence, list[str]]:
+    ev, names = listing(NVIDIA_DRIVER_DIR)
+    return ev, [n for n in names if _BDF.fullmatch(n)]
+
+
+def hcas() -> tuple[Evidence, list[str]]:
+    return listing(IB_CLASS_DIR)
+
+
+def device_path(link: Evidence) -> str | None:
+    return link.stdout.strip() if link.ok else None
+
+
+def pci_device(dev: str, attrs: tuple[str, ...] = DEVICE_ATTRS) -> list[Evidence]:
+    """The link evidence of ``dev`` (a sysfs device link), its attributes, and its parent port's maxima."""
+    link = resolved(dev)
+    out = [link] + [runner.read(f"{dev}/{a}") for a in attrs]
+    path = device_path(link)
+    if path is not None:
+        parent = path.rsplit("/", 1)[0]
+        if _BDF.fullmatch(parent.rsplit("/", 1)[-1]):  # a bridge above, not the host bridge "pci0000:17"
+            out += [runner.read(f"{parent}/{a}") for a in ("max_link_speed", "max_link_width")]
+    return out
+
+
+def gpu_and_nic_devices() -> tuple[list[Evidence], list[str], list[str]]:
+    """Sysfs evidence of every NVIDIA GPU and RDMA device, plus their resolved device paths."""
+    gpu_list, bdfs = gpu_bdfs()
+    hca_list, names = hcas()
+    out = [gpu_list, hca_list]
+    paths: list[str] = []
+    for bdf in bdfs:
+        evs = pci_device(f"{PCI_DEVICES}/{bdf}")
+        out += evs
+        paths += [p for p in [device_path(evs[0])] if p]
+    for hca in names:
+        evs = pci_device(f"{IB_CLASS_DIR}/{hca}/device")
+        out += evs
+        paths += [p for p in [device_path(evs[0])] if p]
+    return out, bdfs, paths
+
+
+def collect(options: dict[str, object]) -> list[Evidence]:
+    timeout_s = timeout_of(options)
+    out = [
+        runner.run(["nvidia-smi", "topo", "-m"], timeout_s, source="nvidia-smi-topo"),
+        runner.run(["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
+                   timeout_s, source="nvidia-smi-query"),
+        runner.run(["lscpu"], timeout_s, source="lscpu"),
+    ]
+    devices, _, _ = gpu_and_nic_devices()
+    out += devices
+    if any(ev.source == "sysfs-listdir" and ev.path == IB_CLASS_DIR and ev.ok for ev in devices):
+        out.append(runner.run(["ibstat"], timeout_s, source="ibstat"))
+    return out

@@ -1,0 +1,186 @@
+"""Simulated host part for the topology family: an 8x H100 + 8x ConnectX-7 node (sim/hosts.py).
+
+Built from REAL captures (tests/data/*/SOURCES.md):
+- ``nvidia-smi topo -m``: tests/data/nvidia-smi-topo/h100-8nic-sglang30401.txt (8x H100, mlx5_0..7, GPU k
+  PIX to NIC k, GPUs/NICs 0-3 on NUMA node 0 and 4-7 on node 1), NIC legend renamed to the site's rails;
+- ``ibstat``: tests/data/ibstat/h100-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt, its 8 ConnectX-7
+  InfiniBand CAs (Rate 400, Active/LinkUp) renamed to the site's rail HCAs, the 4 Ethernet CAs dropped;
+- ``nvidia-smi --query-gpu=index,name,pci.bus_id`` in the format of the real 2x H200 capture.
+The PCI addresses of that sglang machine are not published: the tree below is PLAUSIBLE, documented as
+such. Each rail k has its own root complex ``pci0000:RR`` (R = NIC bus - 3, NIC bus from the rail's
+``ibp<bus>s0`` netdev name, else a default), a PCIe switch (upstream port RR+1:00.0, downstream ports
+RR+2:00.0 -> NIC at RR+3:00.0 and RR+2:01.0 -> GPU at RR+4:00.0): one switch between GPU k and NIC k,
+which nvidia-smi reports as PIX; rail roots on the two sockets give NODE within and SYS across sockets.
+Links are Gen5 x16 ("32.0 GT/s PCIe", as the real H200 sysfs prints it).
+
+Faults: ``nic_wrong_numa {node, gpu}`` moves GPU k's rail NIC to a root port of the other socket
+(numa_node, PCI path and nvidia-smi link classes change); ``pcie_x8 {node, gpu}`` trains GPU k's link at
+x8 (``{node, rail}``: the rail NIC's link).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.sim.hosts import Part
+from clusteraccept.site import Site
+
+DATA = REPO_ROOT / "tests" / "data"
+TOPO_FIXTURE = DATA / "nvidia-smi-topo" / "h100-8nic-sglang30401.txt"
+IBSTAT_FIXTURE = DATA / "ibstat" / "h100-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt"
+GPU_MODEL = "NVIDIA H100 80GB HBM3"  # the sglang machine's GPUs
+DEFAULT_NIC_BUS = (0x18, 0x28, 0x53, 0x5C, 0x98, 0xAD, 0xBE, 0xCE)  # plausible, == the demo's netdevs
+GEN5 = "32.0 GT/s PCIe"
+_NETDEV = re.compile(r"ibp([0-9]+)s[0-9]+")
+CELL = 8  # nvidia-smi topo -m space-aligned column width in the fixture
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One rail's PCIe branch: its root complex, switch ports, NIC and GPU (sysfs directories)."""
+
+    rail: int
+    gpu: int
+    hca: str
+    socket: int
+    root: str  # "pci0000:15"
+    bridges_gpu: tuple[str, ...]  # root port, switch upstream port, downstream port above the GPU
+    bridges_nic: tuple[str, ...]
+    gpu_bdf: str
+    nic_bdf: str
+    nic_socket: int  # != socket when the NIC sits on the other socket (nic_wrong_numa)
+    nic_root: str
+
+    @property
+    def gpu_dir(self) -> str:
+        return "/".join(["/sys/devices", self.root, *self.bridges_gpu, self.gpu_bdf])
+
+    @property
+    def nic_dir(self) -> str:
+        return "/".join(["/sys/devices", self.nic_root, *self.bridges_nic, self.nic_bdf])
+
+    @property
+    def moved(self) -> bool:
+        return self.nic_socket != self.socket
+
+
+def _bdf(bus: int, dev: int = 0) -> str:
+    return f"0000:{bus:02x}:{dev:02x}.0"
+
+
+def supported(site: Site, node: str) -> bool:
+    """The fixture models 8 GPUs with one rail NIC each (rail k <-> GPU k)."""
+    nt = site.node_type(node)
+    return nt.gpus == 8 and [(r.index, r.gpu) for r in nt.rails] == [(k, k) for k in range(8)]
+
+
+def wrong_numa_gpus(faults: list[dict[str, Any]]) -> set[int]:
+    return {int(f["gpu"]) for f in faults if f.get("kind") == "nic_wrong_numa" and "gpu" in f}
+
+
+def layout(node: str, site: Site, faults: list[dict[str, Any]]) -> list[Slot]:
+    rails = site.node_type(node).rails
+    buses = []
+    for r in rails:
+        m = _NETDEV.fullmatch(r.netdev or "")
+        buses.append(int(m.group(1)) if m else DEFAULT_NIC_BUS[r.index])
+    moved = wrong_numa_gpus(faults)
+    slots = []
+    for r, nic_bus in zip(rails, buses, strict=True):
+        root, socket = nic_bus - 3, r.index // 4
+        up = (_bdf(root, 1), _bdf(root + 1))
+        nic_bridges: tuple[str, ...] = (*up, _bdf(root + 2))
+        nic_socket, nic_bdf, nic_root = socket, _bdf(nic_bus), root
+        if r.gpu in moved:  # into a free root port of the other socket, after that socket's rail (k+4)%8
+            nic_root = buses[(r.index + 4) % 8] - 3 + 5
+            nic_socket, nic_bridges, nic_bdf = 1 - socket, (_bdf(nic_root, 1),), _bdf(nic_root + 1)
+        slots.append(Slot(r.index, r.gpu, r.hca, socket, f"pci0000:{root:02x}", (*up, _bdf(root + 2, 1)),
+                          nic_bridges, _bdf(root + 4), nic_bdf, nic_socket, f"pci0000:{nic_root:02x}"))
+    return slots
+
+
+def _set(lines: list[str], row: int, col: int, value: str) -> None:
+    line = lines[row].ljust(CELL * (col + 2))
+    start = CELL * (col + 1)
+    lines[row] = (line[:start] + value.ljust(CELL) + line[start + CELL :]).rstrip() + (
+        " " if lines[row].endswith(" ") else "")
+
+
+@lru_cache(maxsize=4)
+def _fixture(path: str) -> str:
+    return Path(path).read_text()
+
+
+def topo_text(slots: list[Slot]) -> str:
+    """The real matrix, NIC legend renamed, link classes of moved NICs recomputed."""
+    lines = _fixture(str(TOPO_FIXTURE)).split("\n")
+    n = len(slots)
+    for s in slots:
+        if not s.moved:
+            continue
+        nic_col = n + s.rail
+        for j in slots:  # GPUs, then the other NICs, as seen from the moved NIC
+            cls = "NODE" if j.socket == s.nic_socket else "SYS"
+            _set(lines, 1 + j.gpu, nic_col, cls)
+            _set(lines, 1 + nic_col, j.gpu, cls)
+            if j.rail != s.rail:
+                other = "NODE" if j.nic_socket == s.nic_socket else "SYS"
+                _set(lines, 1 + nic_col, n + j.rail, other)
+                _set(lines, 1 + n + j.rail, nic_col, other)
+    names = {f"NIC{s.rail}": s.hca for s in slots}
+    out = [re.sub(r"^(\s+)(NIC[0-9]+): \S+$", lambda m: f"{m.group(1)}{m.group(2)}: {names[m.group(2)]}", ln)
+           for ln in lines]
+    return "\n".join(out)
+
+
+def ibstat_text(hcas: list[str]) -> str:
+    """The real ibstat output's InfiniBand CAs renamed, in ibstat's (string-sorted) order."""
+    blocks = re.split(r"(?m)^(?=CA ')", _fixture(str(IBSTAT_FIXTURE)))
+    ib = [b for b in blocks if "Link layer: InfiniBand" in b]
+    names = sorted(hcas)
+    return "".join(re.sub(r"^CA '[^']*'", f"CA '{name}'", b) for name, b in zip(names, ib, strict=False))
+
+
+def _device(part: Part, path: str, cls: str, numa: int, width: int) -> None:
+    attrs = {"class": cls, "numa_node": str(numa), "current_link_speed": GEN5, "max_link_speed": GEN5,
+             "current_link_width": str(width), "max_link_width": "16"}
+    part.files.update({f"{path}/{k}": v + "\n" for k, v in attrs.items()})
+
+
+def _bridges(part: Part, parent: str, bdfs: tuple[str, ...]) -> None:
+    for b in bdfs:
+        parent = f"{parent}/{b}"
+        part.files[f"{parent}/max_link_speed"] = GEN5 + "\n"
+        part.files[f"{parent}/max_link_width"] = "16\n"
+        part.links[f"/sys/bus/pci/devices/{b}"] = parent
+
+
+def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
+    part = Part()
+    if not supported(site, node):
+        return part  # not the fixture's shape: the node looks like a host with none of these tools
+    slots = layout(node, site, faults)
+    x8_gpu = {int(f["gpu"]) for f in faults if f.get("kind") == "pcie_x8" and "gpu" in f}
+    x8_rail = {int(f["rail"]) for f in faults if f.get("kind") == "pcie_x8" and "rail" in f}
+    model = site.node_type(node).gpu_model or GPU_MODEL
+    query = "".join(f"{s.gpu}, {model}, 0000{s.gpu_bdf.upper()}\n" for s in slots)
+    for s in slots:
+        _bridges(part, f"/sys/devices/{s.root}", s.bridges_gpu)
+        _device(part, s.gpu_dir, "0x030200", s.socket, 8 if s.gpu in x8_gpu else 16)
+        part.links[f"/sys/bus/pci/devices/{s.gpu_bdf}"] = s.gpu_dir
+        part.links[f"/sys/bus/pci/drivers/nvidia/{s.gpu_bdf}"] = s.gpu_dir
+        _bridges(part, f"/sys/devices/{s.nic_root}", s.bridges_nic)
+        _device(part, s.nic_dir, "0x020700", s.nic_socket, 8 if s.rail in x8_rail else 16)
+        part.links[f"/sys/bus/pci/devices/{s.nic_bdf}"] = s.nic_dir
+        part.links[f"/sys/class/infiniband/{s.hca}/device"] = s.nic_dir
+    part.commands += [
+        ("nvidia-smi topo -m", topo_text(slots), 0),
+        ("nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader", query, 0),
+        ("ibstat", ibstat_text([s.hca for s in slots]), 0),
+    ]
+    return part

@@ -1,0 +1,72 @@
+"""Command line of the virtual Slurm cluster (needs root).
+
+    python -m clusteraccept.vcluster up     [--nodes N] [--gpus G] [--dir DIR]
+    python -m clusteraccept.vcluster down   [--dir DIR]
+    python -m clusteraccept.vcluster status [--dir DIR]
+
+``up`` reuses a healthy cluster from the same state dir, or rebuilds from clean, and prints the
+``export SLURM_CONF=...`` line clients need and how long it took. ``down`` cancels jobs, stops every
+process the cluster started and removes its namespaces, veths and bridge; logs stay in DIR/logs.
+DIR defaults to $CLUSTERACCEPT_VCLUSTER_DIR, else <repo>/.vcluster. Exit status: 0 ok, 1 failure
+(``status``: 1 if not healthy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from clusteraccept.vcluster import cluster
+from clusteraccept.vcluster.install import InstallError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m clusteraccept.vcluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("--nodes", type=int, default=4, help="number of nodes (up; default 4)")
+    parser.add_argument("--gpus", type=int, default=8, help="fake GPUs per node (up; default 8)")
+    parser.add_argument("--dir", type=Path, default=None, help="state dir (default: see above)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            info = cluster.up(args.dir, n_nodes=args.nodes, gpus_per_node=args.gpus)
+            how = "reused healthy cluster" if info.reused else "cluster up"
+            print(
+                f"{how}: {', '.join(info.nodes)} (partition {info.partition}, controller "
+                f"{info.controller_ip}) in {info.up_s:.2f} s"
+            )
+            print(f"shared dir: {info.shared_dir}\nlogs: {info.log_dir}")
+            print(f"export SLURM_CONF={info.slurm_conf}")
+            return 0
+        if args.command == "down":
+            t0 = time.monotonic()
+            notes = cluster.down(args.dir)
+            for note in notes:
+                print(f"note: {note}")
+            print(f"cluster down in {time.monotonic() - t0:.2f} s")
+            return 0
+        text = cluster.status(args.dir)
+        print(text)
+        return 0 if text.startswith("UP") else 1
+    except (
+        InstallError,
+        PermissionError,
+        ValueError,
+        RuntimeError,
+        TimeoutError,
+        OSError,
+        subprocess.SubprocessError,
+    ) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Start the daemons of a cluster in order: munged + MariaDB, slurmdbd, slurmctld, the slurmds."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from clusteraccept.vcluster import daemons
+from clusteraccept.vcluster.config import PARTITION, Layout
+from clusteraccept.vcluster.daemons import Proc
+from clusteraccept.vcluster.netns import Net
+
+SLURMCTLD_PORT, SLURMDBD_PORT = 6817, 6819
+_MYSQL_READY = ".clusteraccept-installed"
+
+
+def daemon_env(lay: Layout) -> dict[str, str]:
+    env = daemons.run_env({"SLURM_CONF": str(lay.slurm_conf)})
+    env["PATH"] = env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+    return env
+
+
+def _install_mysql(lay: Layout) -> None:
+    """Create the MariaDB data dir once (seconds); a half-made one (no marker) is made again."""
+    if (lay.mysql_data / _MYSQL_READY).exists():
+        return
+    shutil.rmtree(lay.mysql_data, ignore_errors=True)
+    lay.mysql_data.mkdir(parents=True)
+    log = lay.logs / "mariadb-install-db.log"
+    with log.open("a") as out:
+        subprocess.run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={lay.mysql_data}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+                "--skip-name-resolve",
+                "--innodb-log-file-size=16M",  # 96M by default: slower to create, and disk for nothing
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+            timeout=300,
+        )
+    (lay.mysql_data / _MYSQL_READY).write_text("")
+
+
+def start_all(lay: Layout, net: Net, on_start: Callable[[Proc], None], timeout_s: float = 60.0) -> list[Proc]:
+    """Start every daemon and wait until each answers; ``on_start`` sees each Proc as soon as it exists."""
+    env = daemon_env(lay)
+    procs: list[Proc] = []
+
+    def spawn(name: str, comm: str, ns: str, host: str, argv: list[str]) -> Proc:
+        p = daemons.spawn(name, comm, ns, host, lay.hosts, argv, lay.logs / f"{name}.out", env)
+        procs.append(p)
+        on_start(p)
+        return p
+
+    ctl = net.ctl_ns
+    munged = spawn(
+        "munged",
+        "munged",
+        ctl,
+        "ctl",
+        [
+            "munged",
+            "--foreground",
+            f"--socket={lay.munge_socket}",
+            f"--key-file={lay.munge_key}",
+            f"--pid-file={lay.run}/munged.pid",
+            f"--log-file={lay.logs}/munged.log",
+            f"--seed-file={lay.run}/munged.seed",
+            "--num-threads=4",
+        ],
+    )
+    _install_mysql(lay)
+    mariadb = spawn(
+        "mariadbd",
+        "mariadbd",
+        ctl,
+        "ctl",
+        [
+            "mariadbd",
+            "--no-defaults",
+            f"--datadir={lay.mysql_data}",
+            f"--socket={lay.mysql_socket}",
+            f"--pid-file={lay.run}/mariadbd.pid",
+            "--bind-address=127.0.0.1",
+            "--port=3306",
+            "--user=root",
+            "--skip-name-resolve",
+            f"--init-file={lay.mysql_init}",
+            f"--log-error={lay.logs}/mariadb.log",
+            "--innodb-buffer-pool-size=64M",
+            "--innodb-lock-wait-timeout=900",
+            "--innodb-log-file-size=16M",
+        ],
+    )
+    daemons.wait_until("munged socket", lay.munge_socket.exists, timeout_s, [munged], lay.logs / "munged.log")
+    daemons.wait_until(
+        "MariaDB socket",
+        lambda: daemons.unix_open(lay.mysql_socket),
+        timeout_s,
+        [mariadb],
+        lay.logs / "mariadb.log",
+    )
+    dbd = spawn("slurmdbd", "slurmdbd", ctl, "ctl", ["slurmdbd", "-D"])
+    daemons.wait_until(
+        "slurmdbd port",
+        lambda: daemons.tcp_open(net.ctl_ip, SLURMDBD_PORT),
+        timeout_s,
+        [dbd],
+        lay.logs / "slurmdbd.log",
+    )
+    # -c: start with no jobs and fresh node states (the old job processes are gone); the last job id
+    # is still read from StateSaveLocation, so ids continue across rebuilds.
+    ctld = spawn("slurmctld", "slurmctld", ctl, "ctl", ["slurmctld", "-D", "-c", "-f", str(lay.slurm_conf)])
+    daemons.wait_until(
+        "slurmctld port",
+        lambda: daemons.tcp_open(net.ctl_ip, SLURMCTLD_PORT),
+        timeout_s,
+        [ctld],
+        lay.logs / "slurmctld.log",
+    )
+    slurmds = [
+        spawn(
+            f"slurmd-node{i}",
+            "slurmd",
+            net.node_ns(i),
+            f"node{i}",
+            ["slurmd", "-D", "-N", f"node{i}", "-f", str(lay.slurm_conf)],
+        )
+        for i in range(1, net.n_nodes + 1)
+    ]
+    names = [f"node{i}" for i in range(1, net.n_nodes + 1)]
+    daemons.wait_until(
+        "all nodes idle",
+        lambda: nodes_idle(lay, names),
+        timeout_s,
+        [ctld, *slurmds],
+        lay.logs / "slurmctld.log",
+    )
+    return [p.with_mnt_ns() for p in procs]
+
+
+def client_env(lay: Layout) -> dict[str, str]:
+    return daemons.run_env({"SLURM_CONF": str(lay.slurm_conf)})
+
+
+def node_states(lay: Layout) -> dict[str, str] | None:
+    """node -> compact state (`idle`, `alloc`, `down*`, ...) from sinfo, or None if slurmctld won't answer."""
+    try:
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %t"],
+            capture_output=True,
+            text=True,
+            env=client_env(lay),
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    states: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            states[parts[0]] = parts[1]
+    return states
+
+
+def nodes_idle(lay: Layout, names: list[str]) -> bool:
+    states = node_states(lay)
+    return states is not None and all(states.get(n) == "idle" for n in names)
+
+
+# Responding and schedulable: idle, or running jobs. No flag suffix (`*` = not responding, ...).
+_USABLE = frozenset({"idle", "mix", "alloc", "comp"})
+
+
+def nodes_usable(lay: Layout, names: list[str]) -> bool:
+    states = node_states(lay)
+    return states is not None and all(states.get(n) in _USABLE for n in names)
