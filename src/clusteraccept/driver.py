@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -68,8 +68,12 @@ def local_argv(step: Step) -> tuple[str, ...]:
     cmd = argv[start:]
     if tasks > 1 and "-g" in cmd:
         cmd[cmd.index("-g") + 1] = str(tasks)
-    placement = [f"SLURM_STEP_NODELIST={','.join(step.nodes)}", f"SLURM_STEP_NUM_TASKS={len(step.nodes)}",
-                 "SLURM_STEP_TASKS_PER_NODE=" + ",".join("1" for _ in step.nodes), "SLURM_PROCID=0"]
+    placement = [
+        f"SLURM_STEP_NODELIST={','.join(step.nodes)}",
+        f"SLURM_STEP_NUM_TASKS={len(step.nodes)}",
+        "SLURM_STEP_TASKS_PER_NODE=" + ",".join("1" for _ in step.nodes),
+        "SLURM_PROCID=0",
+    ]
     return ("env", *placement, *cmd)
 
 
@@ -97,6 +101,10 @@ def drive_campaign(
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
     killed half-way still leaves the evidence of the steps it finished.
     """
+    import signal
+
+    # submitit's requeue signal (USR2, see submit.py) must not end a measurement campaign half-way.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     results: list[Evidence] = []
     spool_dir = Path(spool) if spool else None
     if spool_dir:

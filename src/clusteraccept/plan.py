@@ -15,8 +15,6 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
-from typing import Any
 
 import hostlist
 

@@ -15,7 +15,9 @@ import pandas as pd
 import yaml
 
 
-def propose(results: dict[str, Any], quantile: float = 0.05, lower: float = -0.08) -> dict[str, dict[str, Any]]:
+def propose(
+    results: dict[str, Any], quantile: float = 0.05, lower: float = -0.08
+) -> dict[str, dict[str, Any]]:
     values: dict[str, list[float]] = defaultdict(list)
     units: dict[str, str] = {}
     for v in results.get("verdicts", []):
@@ -35,9 +37,10 @@ def write_proposal(results: dict[str, Any], path: Path, quantile: float = 0.05, 
     fp = results.get("fingerprint", {}).get("nodes", {})
     versions = sorted({f"{k}={v}" for node in fp.values() for k, v in node.items()})
     header = [
-        f"# Baselines proposed by clusteraccept from run {results.get('run_id')} of site {results.get('site')}",
-        f"# ({results.get('started')}, suite {results.get('suite_revision')}): ref = p{int(quantile * 100):02d} of "
-        f"the values per key, lower {lower:+.0%}.",
+        f"# Baselines proposed by clusteraccept from run {results.get('run_id')} "
+        f"of site {results.get('site')}",
+        f"# ({results.get('started')}, suite {results.get('suite_revision')}): "
+        f"ref = p{int(quantile * 100):02d} of the values per key, lower {lower:+.0%}.",
         "# Review before use; point the site's `baselines:` at this file. Measured on:",
         *[f"#   {line}" for line in versions[:40]],
     ]

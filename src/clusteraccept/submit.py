@@ -190,6 +190,10 @@ class JobLayer:
             nodelist=() if local else job.nodes,
             extra={"no-kill": True},
         )
+        # srun(1) --no-kill: a failed node does not end the job step either, so the other nodes'
+        # tasks finish and return their results.
+        if not local:
+            params["srun_args"] = ["--no-kill"]
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         if self.dry_run:
@@ -221,7 +225,13 @@ class JobLayer:
             tasks_per_node=1,
             use_srun=False,
             nodelist=job.nodes,
+            # sbatch(1) --signal=[{R|B}:]<sig_num>[@sig_time]: "B:" signals only the batch shell. submitit's
+            # default (USR2 to every step 90 s before the limit) would kill the nccl-tests steps; the driver
+            # ignores it and lets Slurm's time limit end the job (finished steps are in the spool).
+            extra={"signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}"},
         )
+        # ... and the batch shell (bash dies of an untrapped USR2) ignores it too.
+        params["setup"] = ["trap '' USR2", *params["setup"]]
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
@@ -280,7 +290,7 @@ class JobLayer:
         job_id = str(getattr(p.job, "job_id", "")) or None
         if timed_out:
             _cancel(p.job)
-        state = "WAIT_TIMEOUT" if timed_out else _job_state(p.job)
+        state = "WAIT_TIMEOUT" if timed_out else _final_state(p.job)
         evidence: list[Evidence] = []
         errors: list[str] = []
         if p.kind == "probe":
@@ -312,6 +322,34 @@ def _job_done(job: Any) -> bool:
         return bool(job.done())
     except Exception:  # submitit raises various errors while sacct lags; treat as not done yet
         return False
+
+
+def _sacct_state(job_id: str) -> str:
+    """The allocation's own state (sacct -X: the job record, not its steps), e.g. TIMEOUT."""
+    from clusteraccept import runner
+
+    ev = runner.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout_s=30, source="sacct")
+    line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
+    return line.split()[0]  # "CANCELLED by 0" -> CANCELLED
+
+
+def _final_state(job: Any, settle_s: float = 15.0) -> str:
+    """The job's state once Slurm has it final: submitit reports done as soon as the result pickles
+    exist, while Slurm may still show the job RUNNING/COMPLETING for a moment (and sacct lags)."""
+    deadline = time.monotonic() + settle_s
+    job_id = str(getattr(job, "job_id", ""))
+    is_slurm = type(job).__name__ == "SlurmJob"
+
+    def state_now() -> str:
+        return _sacct_state(job_id) if is_slurm and job_id.isdigit() else _job_state(job)
+
+    state = state_now()
+    while state not in FINAL_STATES and state not in ("FINISHED", "DONE") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        state = state_now()
+    if state in ("RUNNING", "COMPLETING", "UNKNOWN", "PENDING"):
+        return f"{state} (results back, final state not yet known)"
+    return state
 
 
 def _job_state(job: Any) -> str:

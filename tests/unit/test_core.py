@@ -1,4 +1,5 @@
-"""The seams and the judge: runner (live and host profile), redaction, references, evidence archive, parse CLI."""
+"""The seams and the judge: runner (live and host profile), redaction, references, evidence archive,
+parse CLI."""
 
 from __future__ import annotations
 
@@ -62,7 +63,9 @@ def test_reference_semantics() -> None:
     v = judge("nccl.busbw", "nccl", "node03-node07:rail5:1GiB", 41.2, ref, what="busbw_GBps",
               context="pair node03-node07, rail 5, 1 GiB")
     assert v.outcome is Outcome.FAIL
-    assert v.message == ("busbw_GBps=41.2 GB/s is below 44.2 (ref 48, -14%) [pair node03-node07, rail 5, 1 GiB]")
+    assert v.message == (
+        "busbw_GBps=41.2 GB/s is below 44.2 (ref 48, -14%) [pair node03-node07, rail 5, 1 GiB]"
+    )
     assert judge("c", "f", "s", 47.0, ref, what="x").outcome is Outcome.PASS
     absolute = Reference(0, lower=None, upper=0, unit="frames")
     assert judge("c", "f", "s", 3, absolute, what="pause").outcome is Outcome.FAIL

@@ -51,6 +51,12 @@ def _no_hca(ne: NodeEvidence) -> bool:
     return names is not None and not names
 
 
+def _ib_ev(ne: NodeEvidence) -> tuple[str, ...]:
+    """The archived listing of /sys/class/infiniband (the evidence of "no RDMA device")."""
+    path = ne.archived(IB_CLASS_DIR)
+    return (path,) if path else ()
+
+
 def _no_rdma(node: str) -> str:
     return f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty): GPUDirect RDMA does not apply"
 
@@ -73,24 +79,45 @@ def _peermem(node: str, ne: NodeEvidence) -> Verdict:
     dmabuf = flavor == "open" and kernel_ok
     if _no_hca(ne):
         seen = (f"{live[0]} loaded" if live else "no peer-memory module loaded") + (
-            f", DMA-BUF usable (open NVIDIA kernel module {version}, Linux {release})" if dmabuf else "")
+            f", DMA-BUF usable (open NVIDIA kernel module {version}, Linux {release})" if dmabuf else ""
+        )
         return skip(check, FAMILY, node, f"{_no_rdma(node)} (observed: {seen})", ev)
     if live:
         also = "; DMA-BUF also usable" if dmabuf else ""
-        return expect(check, FAMILY, node, True, f"{node}: {live[0]} loaded (GPU memory can be registered "
-                      f"with the HCA){also}", value=live[0], evidence=ev)
+        return expect(
+            check,
+            FAMILY,
+            node,
+            True,
+            f"{node}: {live[0]} loaded (GPU memory can be registered with the HCA){also}",
+            value=live[0],
+            evidence=ev,
+        )
     if dmabuf:
-        return expect(check, FAMILY, node, True, f"{node}: nvidia_peermem not loaded, DMA-BUF usable instead "
-                      f"(open NVIDIA kernel module {version}, Linux {release})", value="dmabuf", evidence=ev)
+        return expect(
+            check,
+            FAMILY,
+            node,
+            True,
+            f"{node}: nvidia_peermem not loaded, DMA-BUF usable instead "
+            f"(open NVIDIA kernel module {version}, Linux {release})",
+            value="dmabuf",
+            evidence=ev,
+        )
     why = []
     if flavor != "open":
-        why.append(f"NVIDIA kernel module {version} is the proprietary flavor" if flavor
-                   else "NVIDIA kernel module flavor unknown (/proc/driver/nvidia/version unreadable)")
+        why.append(
+            f"NVIDIA kernel module {version} is the proprietary flavor"
+            if flavor
+            else "NVIDIA kernel module flavor unknown (/proc/driver/nvidia/version unreadable)"
+        )
     if not kernel_ok:
         why.append(f"Linux {release or '(unknown)'} is older than 5.12")
-    msg = (f"{node}: nvidia_peermem is not loaded and DMA-BUF is not usable ({'; '.join(why)}; DMA-BUF "
-           "needs the open GPU kernel modules and Linux >= 5.12): GPUDirect RDMA cannot register GPU memory, "
-           "NCCL falls back to host copies; run `modprobe nvidia-peermem`")
+    msg = (
+        f"{node}: nvidia_peermem is not loaded and DMA-BUF is not usable ({'; '.join(why)}; DMA-BUF "
+        "needs the open GPU kernel modules and Linux >= 5.12): GPUDirect RDMA cannot register GPU memory, "
+        "NCCL falls back to host copies; run `modprobe nvidia-peermem`"
+    )
     return expect(check, FAMILY, node, False, msg, value="none", evidence=ev)
 
 
@@ -111,7 +138,7 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     if not rails:
         return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
     if _no_hca(ne):
-        return skip(check, FAMILY, subject, _no_rdma(node))
+        return skip(check, FAMILY, subject, _no_rdma(node), _ib_ev(ne))
     gpu_path = ne.link(f"{PCI_DEVICES}/{addr}") if addr else None
     if gpu_path is None:
         return error(check, FAMILY, subject, f"{node} gpu{k}: no PCI path for the GPU (nvidia-smi/sysfs)")
@@ -126,8 +153,9 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
         for bdf in _path_bridges(gpu_path, nic_path):
             item = runs.get(bdf)
             if item is None:
-                return error(check, FAMILY, subject, f"{node} gpu{k}: no lspci evidence for bridge {bdf}",
-                             tuple(ev))
+                return error(
+                    check, FAMILY, subject, f"{node} gpu{k}: no lspci evidence for bridge {bdf}", tuple(ev)
+                )
             ev.append(item[1])
             if item[0].returncode in (126, 127):
                 why = f"{node} gpu{k}: lspci not found (pciutils not installed): ACS not checked"
@@ -135,11 +163,14 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
             result, failed = parsed(lspci.parse, "lspci", item)
             dev = result.device(bdf) if result else None
             if dev is None:
-                return error(check, FAMILY, subject, f"{node} gpu{k}: {failed or f'lspci lists no {bdf}'}",
-                             tuple(ev))
+                return error(
+                    check, FAMILY, subject, f"{node} gpu{k}: {failed or f'lspci lists no {bdf}'}", tuple(ev)
+                )
             if dev.caps_access_denied:
-                why = (f"{node} gpu{k}: lspci could not read the capabilities of bridge {bdf} "
-                       "(<access denied>): run the probe job as root to read ACS")
+                why = (
+                    f"{node} gpu{k}: lspci could not read the capabilities of bridge {bdf} "
+                    "(<access denied>): run the probe job as root to read ACS"
+                )
                 return error(check, FAMILY, subject, why, tuple(ev))
             on = dev.acs_blocks_p2p()
             if on and bdf not in checked:
@@ -148,9 +179,11 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
             checked.append(bdf)
     if bad:
         nics = ", ".join(r.hca for r in rails)
-        msg = (f"{node} gpu{k}: ACS is on at bridge {'; '.join(bad)} between GPU{k} and {nics}: peer-to-peer "
-               "traffic is redirected to the root complex, breaking GPUDirect RDMA; disable ACS (BIOS, or "
-               "setpci ECAP_ACS+0x6.w=0000)")
+        msg = (
+            f"{node} gpu{k}: ACS is on at bridge {'; '.join(bad)} between GPU{k} and {nics}: peer-to-peer "
+            "traffic is redirected to the root complex, breaking GPUDirect RDMA; disable ACS (BIOS, or "
+            "setpci ECAP_ACS+0x6.w=0000)"
+        )
         return expect(check, FAMILY, subject, False, msg, evidence=tuple(ev))
     nics = ", ".join(r.hca for r in rails)
     where = ", ".join(dict.fromkeys(checked)) or "none"
@@ -163,10 +196,18 @@ def _iommu(node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Verdict:
     seen = [ne.text(p) for p in paths]
     modes = sorted({m for m in seen if m})
     ev = tuple(p for p in (ne.archived(x) for x in paths) if p)
-    observed = (f"{', '.join(modes)} on the GPUs' IOMMU groups" if modes
-                else "no IOMMU group on the GPUs (IOMMU off, or not exposed)")
-    return skip("gpudirect.iommu", FAMILY, node, f"{node}: the site declares no IOMMU mode to check; "
-                f"observed: {observed}", ev)
+    observed = (
+        f"{', '.join(modes)} on the GPUs' IOMMU groups"
+        if modes
+        else "no IOMMU group on the GPUs (IOMMU off, or not exposed)"
+    )
+    return skip(
+        "gpudirect.iommu",
+        FAMILY,
+        node,
+        f"{node}: the site declares no IOMMU mode to check; observed: {observed}",
+        ev,
+    )
 
 
 def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
@@ -177,11 +218,13 @@ def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
         check, subject = "gpudirect.write_bw", rail_subject(node, r.index)
         who = f"{node} rail{r.index} {r.hca}<->GPU{r.gpu}"
         if _no_hca(ne):
-            out.append(skip(check, FAMILY, subject, _no_rdma(node)))
+            out.append(skip(check, FAMILY, subject, _no_rdma(node), _ib_ev(ne)))
             continue
         if absent is not None:
-            why = (f"{who}: ib_write_bw not found on this node (perftest not installed; tools.perftest_bin): "
-                   + failure("ib_write_bw", absent[0]))
+            why = (
+                f"{who}: ib_write_bw not found on this node (perftest not installed; tools.perftest_bin): "
+                + failure("ib_write_bw", absent[0])
+            )
             out.append(skip(check, FAMILY, subject, why, (absent[1],)))
             continue
         mine = {e.meta.get("role"): (e, p) for e, p in runs if e.meta.get("hca") == r.hca}
@@ -194,8 +237,15 @@ def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
     return out
 
 
-def _write_bw_verdict(site: Site, node: str, rail: int, gpu: int, who: str, item: tuple[Any, str],
-                      server: tuple[Any, str] | None) -> Verdict:
+def _write_bw_verdict(
+    site: Site,
+    node: str,
+    rail: int,
+    gpu: int,
+    who: str,
+    item: tuple[Any, str],
+    server: tuple[Any, str] | None,
+) -> Verdict:
     check, subject, (ev, path) = "gpudirect.write_bw", rail_subject(node, rail), item
     evidence = (path,) + ((server[1],) if server else ())
     text = ev.stdout + "\n" + ev.stderr
@@ -203,8 +253,14 @@ def _write_bw_verdict(site: Site, node: str, rail: int, gpu: int, who: str, item
         why = f"{who}: ib_write_bw was built without CUDA (--use_cuda unknown): rebuild perftest with CUDA"
         return skip(check, FAMILY, subject, why, evidence)
     if ev.returncode is None:
-        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw --use_cuda did not finish "
-                      f"({failure('ib_write_bw', ev)})", evidence=evidence)
+        return expect(
+            check,
+            FAMILY,
+            subject,
+            False,
+            f"{who}: ib_write_bw --use_cuda did not finish ({failure('ib_write_bw', ev)})",
+            evidence=evidence,
+        )
     try:
         res: perftest.PerftestBw | None = perftest.parse(ev.stdout)
     except ParseError as exc:
@@ -216,21 +272,41 @@ def _write_bw_verdict(site: Site, node: str, rail: int, gpu: int, who: str, item
         detail = ("; ".join(res.errors[:2]) if res else "") or failure("ib_write_bw", ev)
         if server is not None and server[0].returncode != 0:  # the server's reason (CUDA, MR) says more
             detail += f"; server: {last_line(server[0])}"
-        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw --use_cuda failed: {detail}",
-                      evidence=evidence)
+        return expect(
+            check,
+            FAMILY,
+            subject,
+            False,
+            f"{who}: ib_write_bw --use_cuda failed: {detail}",
+            evidence=evidence,
+        )
     if not res.use_cuda or res.cuda_device not in (None, gpu):
-        return expect(check, FAMILY, subject, False, f"{who}: ib_write_bw did not use GPU{gpu} memory "
-                      f"(CUDA device {res.cuda_device})", evidence=evidence)
+        return expect(
+            check,
+            FAMILY,
+            subject,
+            False,
+            f"{who}: ib_write_bw did not use GPU{gpu} memory (CUDA device {res.cuda_device})",
+            evidence=evidence,
+        )
     key = f"gpudirect.write_bw.{node}.rail{rail}"
-    return judge_value(check, FAMILY, subject, value, lookup(site.baselines, key), what="write_bw_Gbps",
-                       context=f"{who} loopback, {MESSAGE_B >> 20} MiB, GPU memory", evidence=evidence,
-                       labels={"key": key})
+    return judge_value(
+        check,
+        FAMILY,
+        subject,
+        value,
+        lookup(site.baselines, key),
+        what="write_bw_Gbps",
+        context=f"{who} loopback, {MESSAGE_B >> 20} MiB, GPU memory",
+        evidence=evidence,
+        labels={"key": key},
+    )
 
 
 def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> Verdict:
     check = "gpudirect.nccl_gdrdma"
     if _no_hca(ne):
-        return skip(check, FAMILY, node, _no_rdma(node))
+        return skip(check, FAMILY, node, _no_rdma(node), _ib_ev(ne))
     for ev, path in logs:
         result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
         if result is None:
@@ -238,9 +314,16 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> Ve
         mine = [c for c in result.net_channels() if c.host == node]
         if mine:
             plain = [c for c in mine if not c.gdrdma]
-            return expect(check, FAMILY, node, not plain, f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
-                          "channels use /GDRDMA" + (f" (channel {plain[0].channel}: via {plain[0].via})"
-                                                    if plain else ""), evidence=(path,))
+            return expect(
+                check,
+                FAMILY,
+                node,
+                not plain,
+                f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
+                "channels use /GDRDMA"
+                + (f" (channel {plain[0].channel}: via {plain[0].via})" if plain else ""),
+                evidence=(path,),
+            )
     return skip(check, FAMILY, node, "needs the pair campaign's NCCL INFO log")
 
 
@@ -248,21 +331,37 @@ def _node(site: Site, node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) 
     addrs, why = gpu_addresses(ne)
     out = [_peermem(node, ne), _iommu(node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
     for k in range(site.node_type(node).gpus):
-        if addrs is None or k not in addrs:
-            out.append(error("gpudirect.acs", FAMILY, gpu_subject(node, k), f"{node} gpu{k}: "
-                             + (why if addrs is None else f"GPU{k} is not listed by nvidia-smi")))
+        if _no_hca(ne):
+            out.append(skip("gpudirect.acs", FAMILY, gpu_subject(node, k), _no_rdma(node), _ib_ev(ne)))
+        elif addrs is None or k not in addrs:
+            out.append(
+                error(
+                    "gpudirect.acs",
+                    FAMILY,
+                    gpu_subject(node, k),
+                    f"{node} gpu{k}: " + (why if addrs is None else f"GPU{k} is not listed by nvidia-smi"),
+                )
+            )
         else:
             out.append(_acs(site, node, ne, k, addrs[k]))
     return out + _write_bw(site, node, ne)
 
 
 def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
-    subjects = every_subject(site, node, ["gpudirect.peermem", "gpudirect.iommu", "gpudirect.nccl_gdrdma"],
-                             ["gpudirect.acs"], ["gpudirect.write_bw"])
+    subjects = every_subject(
+        site,
+        node,
+        ["gpudirect.peermem", "gpudirect.iommu", "gpudirect.nccl_gdrdma"],
+        ["gpudirect.acs"],
+        ["gpudirect.write_bw"],
+    )
     return [error(c, FAMILY, s, reason) for c, s in subjects]
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
-    logs = [(ev, p) for ev, p in evidence
-            if ev.source in ("nccl-debug", "nccl-tests") and "NCCL INFO" in ev.stdout]
+    logs = [
+        (ev, p)
+        for ev, p in evidence
+        if ev.source in ("nccl-debug", "nccl-tests") and "NCCL INFO" in ev.stdout
+    ]
     return judge_nodes(site, evidence, nodes, FAMILY, lambda s, n, ne: _node(s, n, ne, logs), _missing)

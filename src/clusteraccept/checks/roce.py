@@ -99,11 +99,18 @@ def _qos(r: _Rail) -> _Qos:
             table[d].append(p)
         # mlx5 en_dcbnl.c mlx5e_dcbnl_dscp_app(): "No SEL_DSCP entry in non DSCP state"; ieee_setapp/delapp
         # switch the trust state to DSCP on the first DSCP entry and back to PCP on the last one.
-        return _Qos("dcb", "dscp" if table else "pcp", " (dcb: DSCP entries in the APP table on mlx5)",
-                    info.pfc_priorities(), {d: tuple(ps) for d, ps in table.items()}, paths)
+        return _Qos(
+            "dcb",
+            "dscp" if table else "pcp",
+            " (dcb: DSCP entries in the APP table on mlx5)",
+            info.pfc_priorities(),
+            {d: tuple(ps) for d, ps in table.items()},
+            paths,
+        )
     if not ev.ok:
-        raise _Unavailable(f"{r.where}: mlnx_qos -i {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}",
-                           paths=(path,))
+        raise _Unavailable(
+            f"{r.where}: mlnx_qos -i {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}", paths=(path,)
+        )
     try:
         q = mlnx_qos.parse(ev.stdout)
     except ParseError as exc:
@@ -155,8 +162,15 @@ def check_pfc(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     p = roce.lossless_priority
     ok = q.pfc == (p,)
     msg = f"on exactly priority [{p}]" if ok else f"on priorities {list(q.pfc)}, expected exactly [{p}]"
-    return expect("roce.pfc", FAMILY, subject, ok, f"{r.where}: PFC enabled {msg} (the lossless priority)",
-                  value=",".join(map(str, q.pfc)) or "none", evidence=q.paths)
+    return expect(
+        "roce.pfc",
+        FAMILY,
+        subject,
+        ok,
+        f"{r.where}: PFC enabled {msg} (the lossless priority)",
+        value=",".join(map(str, q.pfc)) or "none",
+        evidence=q.paths,
+    )
 
 
 def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
@@ -164,8 +178,11 @@ def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
         raise _Unavailable("site trusts PCP (roce.trust: pcp): no DSCP map in use", skipped=True)
     q = _qos(r)
     if q.trust != "dscp":
-        raise _Unavailable(f"{r.where}: trust is {q.trust}, so no DSCP map is in effect (see roce.trust)",
-                           skipped=True, paths=q.paths)
+        raise _Unavailable(
+            f"{r.where}: trust is {q.trust}, so no DSCP map is in effect (see roce.trust)",
+            skipped=True,
+            paths=q.paths,
+        )
     p, tos = roce.lossless_priority, _optional(r).default_roce_tos
     dscps = {roce.roce_dscp: "site roce_dscp"}
     if tos is not None:
@@ -178,8 +195,15 @@ def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     msg = f"{'; '.join(bad)}, expected {p}" if bad else f"{shown} map{'s' * (len(got) == 1)} to priority {p}"
     tos_path = roce_sysfs.default_roce_tos_path(r.rail.hca, r.rail.port)
     paths = q.paths + tuple(p for ev, p in r.roles.get("sysfs", []) if ev.path == tos_path)
-    return expect("roce.dscp_map", FAMILY, subject, not bad, f"{r.where}: {msg} (the lossless priority)",
-                  value=_prios(got[-1][2]), evidence=paths)
+    return expect(
+        "roce.dscp_map",
+        FAMILY,
+        subject,
+        not bad,
+        f"{r.where}: {msg} (the lossless priority)",
+        value=_prios(got[-1][2]),
+        evidence=paths,
+    )
 
 
 def check_ecn(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
@@ -190,12 +214,17 @@ def check_ecn(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     rp, np_ = s.ecn_rp_enabled[p], s.ecn_np_enabled[p]
     if rp is None and np_ is None:
         where = _file(r, roce_sysfs.ecn_rp_enable_path(r.netdev or "_", p))
-        raise _Unavailable(f"{r.where}: ECN settings not readable ({where}; the ecn/ sysfs comes with the "
-                           "MLNX_OFED mlx5 driver)", paths=paths)
+        raise _Unavailable(
+            f"{r.where}: ECN settings not readable ({where}; the ecn/ sysfs comes with the "
+            "MLNX_OFED mlx5 driver)",
+            paths=paths,
+        )
     state = {None: "unreadable", True: "enabled", False: "disabled"}
     ok = bool(rp and np_)
-    msg = (f"{r.where}: ECN on priority {p}: reaction point (roce_rp) {state[rp]}, "
-           f"notification point (roce_np) {state[np_]}" + ("" if ok else "; expected both enabled"))
+    msg = (
+        f"{r.where}: ECN on priority {p}: reaction point (roce_rp) {state[rp]}, "
+        f"notification point (roce_np) {state[np_]}" + ("" if ok else "; expected both enabled")
+    )
     value = f"rp={state[rp]},np={state[np_]}"
     return expect("roce.ecn", FAMILY, subject, ok, msg, value=value, evidence=paths)
 
@@ -205,8 +234,10 @@ def check_cnp(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
         raise _Unavailable("site sets no CNP DSCP or priority (roce.cnp_dscp, cnp_priority)", skipped=True)
     s, paths = _sysfs(r)
     netdev = r.netdev or "_"
-    wanted = [("CNP DSCP", roce.cnp_dscp, s.cnp_dscp, roce_sysfs.cnp_dscp_path(netdev)),
-              ("CNP priority", roce.cnp_priority, s.cnp_802p_prio, roce_sysfs.cnp_802p_prio_path(netdev))]
+    wanted = [
+        ("CNP DSCP", roce.cnp_dscp, s.cnp_dscp, roce_sysfs.cnp_dscp_path(netdev)),
+        ("CNP priority", roce.cnp_priority, s.cnp_802p_prio, roce_sysfs.cnp_802p_prio_path(netdev)),
+    ]
     unreadable = [_file(r, path) for _, want, got, path in wanted if want is not None and got is None]
     if unreadable:
         raise _Unavailable(f"{r.where}: CNP settings not readable ({'; '.join(unreadable)})", paths=paths)
@@ -219,8 +250,9 @@ def check_cnp(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
 def check_mtu(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     s, paths = _sysfs(r)
     if s.mtu_B is None:
-        raise _Unavailable(f"{r.where}: MTU not readable ({_file(r, roce_sysfs.mtu_path(r.netdev or '_'))})",
-                           paths=paths)
+        raise _Unavailable(
+            f"{r.where}: MTU not readable ({_file(r, roce_sysfs.mtu_path(r.netdev or '_'))})", paths=paths
+        )
     ok = s.mtu_B == roce.mtu
     want = " as the site says" if ok else f", expected {roce.mtu} (site roce.mtu)"
     msg = f"{r.where}: MTU {s.mtu_B}{want}"
@@ -232,36 +264,54 @@ def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
         raise _Unavailable(f"{r.node}: no show_gids evidence came back")
     ev, path = r.gids[0]
     if not ev.ok:
-        raise _Unavailable(f"{r.node}: show_gids (mlnx-tools) failed (rc {ev.returncode}): {_tail(ev)}",
-                           paths=(path,))
+        raise _Unavailable(
+            f"{r.node}: show_gids (mlnx-tools) failed (rc {ev.returncode}): {_tail(ev)}", paths=(path,)
+        )
     try:
         table = show_gids.parse(ev.stdout).for_port(r.rail.hca, r.rail.port)
     except ParseError as exc:
         raise _parse_error("show_gids", path, exc) from None
     port = f"{r.rail.hca} port {r.rail.port}"
     v2 = [e for e in table if e.roce_version == "v2"]
-    bad = [] if v2 else [f"no RoCE v2 GID on {port} "
-                         f"({', '.join(f'{e.index} {e.roce_version}' for e in table) or 'no GID at all'})"]
+    bad = (
+        []
+        if v2
+        else [
+            f"no RoCE v2 GID on {port} "
+            f"({', '.join(f'{e.index} {e.roce_version}' for e in table) or 'no GID at all'})"
+        ]
+    )
     index = site.env.get("NCCL_IB_GID_INDEX", "")
     if index.isdigit() and v2:
         at = next((e for e in table if e.index == int(index)), None)
         if at is None or at.roce_version != "v2":
-            bad.append(f"GID index {index} (site NCCL_IB_GID_INDEX) is {at.roce_version if at else 'empty'}"
-                       f", expected RoCE v2 (v2 at index {', '.join(str(e.index) for e in v2)})")
+            bad.append(
+                f"GID index {index} (site NCCL_IB_GID_INDEX) is {at.roce_version if at else 'empty'}"
+                f", expected RoCE v2 (v2 at index {', '.join(str(e.index) for e in v2)})"
+            )
     mode = _optional(r).default_roce_mode
     if mode not in (None, "RoCE v2"):
         bad.append(f"RDMA-CM default_roce_mode is {mode!r}, expected 'RoCE v2'")
     if bad:
         return expect("roce.gid", FAMILY, subject, False, f"{r.where}: {'; '.join(bad)}", evidence=(path,))
     best = next((e for e in v2 if e.ipv4), v2[0])
-    return expect("roce.gid", FAMILY, subject, True,
-                  f"{r.where}: RoCE v2 GID index {best.index} ({best.ipv4 or best.gid}) on {port}",
-                  value=best.index, evidence=(path,))
+    return expect(
+        "roce.gid",
+        FAMILY,
+        subject,
+        True,
+        f"{r.where}: RoCE v2 GID index {best.index} ({best.ipv4 or best.gid}) on {port}",
+        value=best.index,
+        evidence=(path,),
+    )
 
 
 def _snapshots(r: _Rail, source: str, counter: str = "") -> dict[str, Archived]:
-    return {ev.meta.get("snapshot", ""): (ev, p) for ev, p in r.roles.get("counters", [])
-            if ev.source == source and ev.meta.get("counter", "") == counter}
+    return {
+        ev.meta.get("snapshot", ""): (ev, p)
+        for ev, p in r.roles.get("counters", [])
+        if ev.source == source and ev.meta.get("counter", "") == counter
+    }
 
 
 def check_counters(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
@@ -272,44 +322,76 @@ def check_counters(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     paths = (bp, ap)
     for ev in (b, a):
         if not ev.ok:
-            raise _Unavailable(f"{r.where}: ethtool -S {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}",
-                               paths=paths)
+            raise _Unavailable(
+                f"{r.where}: ethtool -S {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}", paths=paths
+            )
     try:
         d = ethtool_stats.delta(ethtool_stats.parse(b.stdout), ethtool_stats.parse(a.stdout))
     except ParseError as exc:
         raise _Unavailable(f"could not parse ethtool -S output ({bp}, {ap}): {exc}", paths=paths) from None
     if d.went_backwards:
         names = ", ".join(d.went_backwards[:4])
-        raise _Unavailable(f"{r.where}: counters went backwards between the snapshots ({names}): driver "
-                           "reload or counter reset", paths=paths)
+        raise _Unavailable(
+            f"{r.where}: counters went backwards between the snapshots ({names}): driver "
+            "reload or counter reset",
+            paths=paths,
+        )
     p = roce.lossless_priority
-    found = [f"{n} pause frames on priority {q} (not the lossless {p})" for q in range(8) if q != p
-             for n in [(d.rx_prio_pause(q) or 0) + (d.tx_prio_pause(q) or 0)] if n]
+    found = [
+        f"{n} pause frames on priority {q} (not the lossless {p})"
+        for q in range(8)
+        if q != p
+        for n in [(d.rx_prio_pause(q) or 0) + (d.tx_prio_pause(q) or 0)]
+        if n
+    ]
     drops = sum(v or 0 for v in (d.rx_prio_discards(p), d.rx_prio_buf_discard(p), d.rx_prio_cong_discard(p)))
     if drops:
         found.append(f"{drops} discards on the lossless priority {p}")
-    cnp = [f"{name} +{int(hw['after'][0].stdout) - int(hw['before'][0].stdout)}"
-           for name in ("np_cnp_sent", "rp_cnp_handled") for hw in [_snapshots(r, "hw-counters", name)]
-           if all(k in hw and hw[k][0].stdout.strip().isdigit() for k in ("before", "after"))]
+    cnp = [
+        f"{name} +{int(hw['after'][0].stdout) - int(hw['before'][0].stdout)}"
+        for name in ("np_cnp_sent", "rp_cnp_handled")
+        for hw in [_snapshots(r, "hw-counters", name)]
+        if all(k in hw and hw[k][0].stdout.strip().isdigit() for k in ("before", "after"))
+    ]
     window = a.meta.get("window", "traffic")  # the probe's pair brackets no traffic: "idle"
     t_s = [m.get("t_s", "") for m in (b.meta, a.meta)]
     span = f"{float(t_s[1]) - float(t_s[0]):.1f} s " if all(t.replace(".", "").isdigit() for t in t_s) else ""
     seen = f"pause on priority {p}: rx +{d.rx_prio_pause(p) or 0} tx +{d.tx_prio_pause(p) or 0}"
     seen += "".join(f", {c}" for c in cnp)
     if found:
-        return expect("roce.counters", FAMILY, subject, False,
-                      f"{r.where}: {'; '.join(found)} in the {span}{window} window between the counter "
-                      f"snapshots, expected none", value=len(found), evidence=paths)
+        return expect(
+            "roce.counters",
+            FAMILY,
+            subject,
+            False,
+            f"{r.where}: {'; '.join(found)} in the {span}{window} window between the counter "
+            f"snapshots, expected none",
+            value=len(found),
+            evidence=paths,
+        )
     if window == "idle":
-        raise _Unavailable(f"no traffic test in this run (idle {span}window clean: {seen})", skipped=True,
-                           paths=paths)
-    return expect("roce.counters", FAMILY, subject, True, f"{r.where}: no pause frames off priority {p}, no "
-                  f"discards on it ({seen})", value=0, evidence=paths)
+        raise _Unavailable(
+            f"no traffic test in this run (idle {span}window clean: {seen})", skipped=True, paths=paths
+        )
+    return expect(
+        "roce.counters",
+        FAMILY,
+        subject,
+        True,
+        f"{r.where}: no pause frames off priority {p}, no discards on it ({seen})",
+        value=0,
+        evidence=paths,
+    )
 
 
 RAIL_CHECKS: dict[str, Callable[[Roce, Site, _Rail, str], Verdict]] = {
-    "roce.trust": check_trust, "roce.pfc": check_pfc, "roce.dscp_map": check_dscp_map,
-    "roce.ecn": check_ecn, "roce.cnp": check_cnp, "roce.mtu": check_mtu, "roce.gid": check_gid,
+    "roce.trust": check_trust,
+    "roce.pfc": check_pfc,
+    "roce.dscp_map": check_dscp_map,
+    "roce.ecn": check_ecn,
+    "roce.cnp": check_cnp,
+    "roce.mtu": check_mtu,
+    "roce.gid": check_gid,
     "roce.counters": check_counters,
 }
 
@@ -341,8 +423,11 @@ def _netdevs(node: str, rails: list[_Rail], listing: Evidence | None) -> Verdict
             bad.append(f"rail{r.rail.index}: netdev {r.netdev} absent from /sys/class/net")
         else:
             good.append(r.netdev or "")
-    msg = (f"{node}: " + "; ".join(bad) + " (the site declares Ethernet rails)" if bad else
-           f"{node}: {len(good)} RoCE ports with their netdevs ({', '.join(good)})")
+    msg = (
+        f"{node}: " + "; ".join(bad) + " (the site declares Ethernet rails)"
+        if bad
+        else f"{node}: {len(good)} RoCE ports with their netdevs ({', '.join(good)})"
+    )
     paths = tuple(p for r in rails for p in r.paths("link_layer", "ndev"))
     return expect("roce.netdevs", FAMILY, node, not bad, msg, value=len(good), evidence=paths)
 
@@ -350,7 +435,8 @@ def _netdevs(node: str, rails: list[_Rail], listing: Evidence | None) -> Verdict
 def _all(node: str, rails: Sequence[Rail], why: str, make: Callable[..., Verdict] = skip) -> list[Verdict]:
     """The same verdict for every roce check of a node and its rails."""
     return [make(c, FAMILY, node, why) for c in NODE_CHECKS] + [
-        make(c, FAMILY, rail_subject(node, rail.index), why) for rail in rails for c in RAIL_CHECKS]
+        make(c, FAMILY, rail_subject(node, rail.index), why) for rail in rails for c in RAIL_CHECKS
+    ]
 
 
 def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:

@@ -81,13 +81,26 @@ def judge_hello(site: Site, block: str, by_host: dict[str, list[Archived]]) -> V
     if broken:
         msg = f"sharp_hello could not run on {', '.join(broken)} {where}"
         return error("sharp.hello", FAMILY, block, msg, tuple(paths))
-    return expect("sharp.hello", FAMILY, block, True, f"sharp_hello passed on {', '.join(nodes)} {where}",
-                  value=0, evidence=tuple(paths))
+    return expect(
+        "sharp.hello",
+        FAMILY,
+        block,
+        True,
+        f"sharp_hello passed on {', '.join(nodes)} {where}",
+        value=0,
+        evidence=tuple(paths),
+    )
 
 
 def _campaign(evidence: Sequence[Archived], block: str, mode: str) -> Archived | None:
-    return next(((ev, p) for ev, p in evidence if ev.source == "nccl-tests"
-                 and ev.meta.get("subject") == block and ev.meta.get("sharp") == mode), None)
+    return next(
+        (
+            (ev, p)
+            for ev, p in evidence
+            if ev.source == "nccl-tests" and ev.meta.get("subject") == block and ev.meta.get("sharp") == mode
+        ),
+        None,
+    )
 
 
 def judge_collnet(block: str, run: Archived | None) -> Verdict:
@@ -102,14 +115,26 @@ def judge_collnet(block: str, run: Archived | None) -> Verdict:
     conns = report.collnet_connections
     if report.collnet_active:
         plugins = ", ".join(sorted({c.plugin for c in conns}))
-        msg = (f"all_reduce across {block} with SHARP: {len(conns)} CollNet connections via COLLNET/{plugins}"
-               f", {report.collnet_channels or '?'} collnet channels")
+        msg = (
+            f"all_reduce across {block} with SHARP: {len(conns)} CollNet connections via COLLNET/{plugins}"
+            f", {report.collnet_channels or '?'} collnet channels"
+        )
         return expect("sharp.collnet", FAMILY, block, True, msg, value=len(conns), evidence=(path,))
-    why = ("NCCL fell back to point-to-point (Cannot initialize CollNet)" if report.collnet_fallback
-           else "no CollNet connection in the INFO log (NCCL_DEBUG=INFO and NCCL_COLLNET_ENABLE=1 set?)")
+    why = (
+        "NCCL fell back to point-to-point (Cannot initialize CollNet)"
+        if report.collnet_fallback
+        else "no CollNet connection in the INFO log (NCCL_DEBUG=INFO and NCCL_COLLNET_ENABLE=1 set?)"
+    )
     warn = f"; SHARP warnings: {' | '.join(report.sharp_warnings[:3])}" if report.sharp_warnings else ""
-    return expect("sharp.collnet", FAMILY, block, False, f"all_reduce across {block}: {why}{warn}",
-                  value=len(conns), evidence=(path,))
+    return expect(
+        "sharp.collnet",
+        FAMILY,
+        block,
+        False,
+        f"all_reduce across {block}: {why}{warn}",
+        value=len(conns),
+        evidence=(path,),
+    )
 
 
 def judge_uplift(site: Site, block: str, on: Archived | None, off: Archived | None) -> Verdict:
@@ -117,8 +142,10 @@ def judge_uplift(site: Site, block: str, on: Archived | None, off: Archived | No
         return skip("sharp.uplift", FAMILY, block, NO_CAMPAIGN)
     paths = (on[1], off[1])
     try:
-        rows = [{r.size_B: (r.out_of_place or r.in_place) for r in nccl_tests.parse(ev.stdout).rows}
-                for ev, _ in (on, off)]
+        rows = [
+            {r.size_B: (r.out_of_place or r.in_place) for r in nccl_tests.parse(ev.stdout).rows}
+            for ev, _ in (on, off)
+        ]
     except ParseError as exc:
         msg = f"could not parse nccl-tests output ({', '.join(paths)}): {exc}"
         return error("sharp.uplift", FAMILY, block, msg, paths)
@@ -130,10 +157,21 @@ def judge_uplift(site: Site, block: str, on: Archived | None, off: Archived | No
     if without <= 0:
         return error("sharp.uplift", FAMILY, block, f"busbw without SHARP is {without} at {size} B", paths)
     key = f"sharp.uplift.{block}"
-    context = (f"block {block}, all_reduce {format_size(size)}: {with_sharp:.1f} GB/s with SHARP, "
-               f"{without:.1f} without")
-    return judge_value("sharp.uplift", FAMILY, block, with_sharp / without, lookup(site.baselines, key),
-                 what="busbw_uplift", context=context, evidence=paths, labels={"key": key})
+    context = (
+        f"block {block}, all_reduce {format_size(size)}: {with_sharp:.1f} GB/s with SHARP, "
+        f"{without:.1f} without"
+    )
+    return judge_value(
+        "sharp.uplift",
+        FAMILY,
+        block,
+        with_sharp / without,
+        lookup(site.baselines, key),
+        what="busbw_uplift",
+        context=context,
+        evidence=paths,
+        labels={"key": key},
+    )
 
 
 def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:
@@ -147,6 +185,9 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
     verdicts: list[Verdict] = []
     for block in blocks:
         on, off = _campaign(evidence, block, "on"), _campaign(evidence, block, "off")
-        verdicts += [judge_hello(site, block, by_host), judge_collnet(block, on),
-                     judge_uplift(site, block, on, off)]
+        verdicts += [
+            judge_hello(site, block, by_host),
+            judge_collnet(block, on),
+            judge_uplift(site, block, on, off),
+        ]
     return verdicts

@@ -75,21 +75,42 @@ def link_verdict(check: str, subject: str, who: str, dev: Pci, gpu: bool) -> Ver
     cur_s, max_s = _speed(dev.attr("current_link_speed")), _speed(dev.attr("max_link_speed"))
     cur_w, max_w = _int(dev.attr("current_link_width")), _int(dev.attr("max_link_width"))
     if None in (cur_s, max_s, cur_w, max_w):
-        return error(check, FAMILY, subject, f"{who} ({dev.bdf}): PCIe link attributes missing or unreadable "
-                     f"in sysfs ({dev.link}/current_link_*, max_link_*)", ev)
+        return error(
+            check,
+            FAMILY,
+            subject,
+            f"{who} ({dev.bdf}): PCIe link attributes missing or unreadable "
+            f"in sysfs ({dev.link}/current_link_*, max_link_*)",
+            ev,
+        )
     have, cap = f"x{cur_w} at {cur_s:g} GT/s", f"x{max_w} at {max_s:g} GT/s"
     ok = cur_w == max_w and cur_s == max_s
     if ok:
-        return expect(check, FAMILY, subject, True, f"{who} ({dev.bdf}): PCIe {have}, its maximum",
-                      value=have, evidence=ev)
+        return expect(
+            check,
+            FAMILY,
+            subject,
+            True,
+            f"{who} ({dev.bdf}): PCIe {have}, its maximum",
+            value=have,
+            evidence=ev,
+        )
     port_w, port_s = _int(dev.parent_attr("max_link_width")), _speed(dev.parent_attr("max_link_speed"))
-    port = (f"; the port above allows x{port_w} at {port_s:g} GT/s" if port_w is not None and port_s
-            else "")
-    hint = ("; nvidia-smi notes GPUs may lower link speed when idle: re-check under load before reseating"
-            if gpu and cur_w == max_w else "")
-    return expect(check, FAMILY, subject, False,
-                  f"{who} ({dev.bdf}): PCIe link runs {have}, device maximum {cap}{port}{hint}",
-                  value=have, evidence=ev)
+    port = f"; the port above allows x{port_w} at {port_s:g} GT/s" if port_w is not None and port_s else ""
+    hint = (
+        "; nvidia-smi notes GPUs may lower link speed when idle: re-check under load before reseating"
+        if gpu and cur_w == max_w
+        else ""
+    )
+    return expect(
+        check,
+        FAMILY,
+        subject,
+        False,
+        f"{who} ({dev.bdf}): PCIe link runs {have}, device maximum {cap}{port}{hint}",
+        value=have,
+        evidence=ev,
+    )
 
 
 def _rails_of(site: Site, node: str, gpu: int) -> list[Rail]:
@@ -109,10 +130,20 @@ def _topo_numa(topo: nvidia_smi_topo.TopoMatrix, gpu: int, cpus: lscpu.Lscpu | N
     return hits[0] if len(hits) == 1 else None
 
 
-def _affinity(site: Site, node: str, ne: NodeEvidence, gpu: int, addr: str, hca: str,
-              topo: nvidia_smi_topo.TopoMatrix, cpus: lscpu.Lscpu | None) -> tuple[bool, str]:
+def _affinity(
+    site: Site,
+    node: str,
+    ne: NodeEvidence,
+    gpu: int,
+    addr: str,
+    hca: str,
+    topo: nvidia_smi_topo.TopoMatrix,
+    cpus: lscpu.Lscpu | None,
+) -> tuple[bool, str]:
     g = Pci(ne, f"{PCI_DEVICES}/{addr}")
     n = Pci(ne, f"{IB_CLASS_DIR}/{hca}/device")
+    if f"GPU{gpu}" not in topo.gpus:
+        return False, f"nvidia-smi topo -m lists no GPU{gpu} ({len(topo.gpus)} GPUs)"
     link = topo.link(gpu, hca) if hca in topo.nics else None
     if link is None:
         return False, f"nvidia-smi topo -m lists no NIC {hca} (NICs: {', '.join(topo.nics) or 'none'})"
@@ -125,17 +156,33 @@ def _affinity(site: Site, node: str, ne: NodeEvidence, gpu: int, addr: str, hca:
         bad.append(f"sysfs puts GPU{gpu} on NUMA node {g_numa}, nvidia-smi topo on NUMA node {t_numa}")
     unknown = [w for w, v in ((f"GPU{gpu} {g.bdf}", g_numa), (f"{hca} {n.bdf}", n_numa)) if v is None]
     if unknown and site.node_type(node).numa_expected:
-        bad.append(f"sysfs reports no NUMA node (numa_node=-1) for {' and '.join(unknown)} but node type "
-                   f"{site.node_type(node).name} expects NUMA information (numa_expected)")
+        bad.append(
+            f"sysfs reports no NUMA node (numa_node=-1) for {' and '.join(unknown)} but node type "
+            f"{site.node_type(node).name} expects NUMA information (numa_expected)"
+        )
     if link not in CLOSE:
         bad.append(f"nvidia-smi topo: {link}, expected PIX or PXB")
     elif hca not in closest:
         bad.append(f"{hca} is {link} but not GPU{gpu}'s closest NIC ({', '.join(closest)} closer)")
-    where = (f"both on NUMA node {g_numa}" if g_numa is not None and g_numa == n_numa
-             else "no NUMA information (numa_node=-1), not expected by the site" if unknown else "")
+    where = (
+        f"both on NUMA node {g_numa}"
+        if g_numa is not None and g_numa == n_numa
+        else "no NUMA information (numa_node=-1), not expected by the site"
+        if unknown
+        else ""
+    )
     if bad:
         return False, bad[0] + (f" ({'; '.join(bad[1:])})" if bad[1:] else "")
     return True, f"rail NIC {hca} is {link} to GPU{gpu} (its closest NIC){', ' + where if where else ''}"
+
+
+def _gpu_absent(check: str, subject: str, reason: str, ev: tuple[str, ...], unknown: bool) -> Verdict:
+    """GPU k not measurable: ERROR when nvidia-smi gave nothing usable, FAIL when it lists fewer GPUs."""
+    return (
+        error(check, FAMILY, subject, reason, ev)
+        if unknown
+        else expect(check, FAMILY, subject, False, reason, evidence=ev)
+    )
 
 
 def _gpu_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
@@ -148,30 +195,50 @@ def _gpu_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
     q_ev = ne.archived_command("nvidia-smi-query")
     for k in range(nt.gpus):
         subject = gpu_subject(node, k)
-        if addrs is None or k not in addrs:
-            reason = why if addrs is None else f"GPU{k} is not listed by nvidia-smi ({len(addrs)} GPUs)"
-            for check in ("topology.gpu_nic_affinity", "topology.pcie_link"):
-                out.append(error(check, FAMILY, subject, f"{node} gpu{k}: {reason}", q_ev)
-                           if addrs is None else expect(check, FAMILY, subject, False,
-                                                        f"{node} gpu{k}: {reason}", evidence=q_ev))
-            continue
-        dev = Pci(ne, f"{PCI_DEVICES}/{addrs[k]}")
-        out.append(link_verdict("topology.pcie_link", subject, f"{node} gpu{k}", dev, gpu=True))
-        ev = q_ev + ne.archived_command("nvidia-smi-topo") + dev.evidence("numa_node")
-        out.append(_affinity_verdict(site, node, ne, k, addrs[k], topo, topo_err, cpus, ev))
+        addr = addrs.get(k) if addrs is not None else None
+        reason = f"{node} gpu{k}: " + (
+            why if addrs is None else f"GPU{k} is not listed by nvidia-smi ({len(addrs)} GPUs)"
+        )
+        if addr is None:
+            out.append(_gpu_absent("topology.pcie_link", subject, reason, q_ev, addrs is None))
+            ev = q_ev
+        else:
+            dev = Pci(ne, f"{PCI_DEVICES}/{addr}")
+            out.append(link_verdict("topology.pcie_link", subject, f"{node} gpu{k}", dev, gpu=True))
+            ev = q_ev + ne.archived_command("nvidia-smi-topo") + dev.evidence("numa_node")
+        v = _affinity_verdict(site, node, ne, k, addr, topo, topo_err, cpus, ev)
+        out.append(v or _gpu_absent("topology.gpu_nic_affinity", subject, reason, q_ev, addrs is None))
     return out
 
 
-def _affinity_verdict(site: Site, node: str, ne: NodeEvidence, k: int, addr: str,
-                      topo: nvidia_smi_topo.TopoMatrix | None, topo_err: str | None, cpus: lscpu.Lscpu | None,
-                      ev: tuple[str, ...]) -> Verdict:
+def _affinity_verdict(
+    site: Site,
+    node: str,
+    ne: NodeEvidence,
+    k: int,
+    addr: str | None,
+    topo: nvidia_smi_topo.TopoMatrix | None,
+    topo_err: str | None,
+    cpus: lscpu.Lscpu | None,
+    ev: tuple[str, ...],
+) -> Verdict | None:
+    """The affinity verdict of GPU k; None when the GPU itself is missing (the caller says why)."""
     check, subject = "topology.gpu_nic_affinity", gpu_subject(node, k)
     rails = _rails_of(site, node, k)
     if not rails:
         return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
     if _no_hca(ne):
-        return skip(check, FAMILY, subject, f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty: "
-                    f"no HCA, or its driver is not loaded), no NIC to pair with GPU{k}", ev)
+        listing = tuple(p for p in [ne.archived(IB_CLASS_DIR)] if p)
+        return skip(
+            check,
+            FAMILY,
+            subject,
+            f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty: "
+            f"no HCA, or its driver is not loaded), no NIC to pair with GPU{k}",
+            ev + listing,
+        )
+    if addr is None:
+        return None
     if topo is None:
         return error(check, FAMILY, subject, f"{node} gpu{k}: {topo_err}", ev)
     msgs: list[str] = []
@@ -181,8 +248,10 @@ def _affinity_verdict(site: Site, node: str, ne: NodeEvidence, k: int, addr: str
         ev += n.evidence("numa_node")
         if n.path is None:
             ok_all = False
-            msgs.append(f"rail NIC {r.hca} is not present (RDMA devices: "
-                        f"{', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})")
+            msgs.append(
+                f"rail NIC {r.hca} is not present (RDMA devices: "
+                f"{', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
+            )
             continue
         ok, msg = _affinity(site, node, ne, k, addr, r.hca, topo, cpus)
         ok_all &= ok
@@ -197,8 +266,11 @@ def _inventory(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     ev = ne.archived_command("nvidia-smi-query")
     if addrs is None:
         failed = q is not None and q[0].returncode is not None and q[0].returncode != 0
-        return (expect(check, FAMILY, node, False, f"{node}: {why}", evidence=ev) if failed
-                else error(check, FAMILY, node, f"{node}: {why}", ev))
+        return (
+            expect(check, FAMILY, node, False, f"{node}: {why}", evidence=ev)
+            if failed
+            else error(check, FAMILY, node, f"{node}: {why}", ev)
+        )
     names = ne.gpu_names()
     problems = []
     if len(addrs) != nt.gpus:
@@ -206,14 +278,20 @@ def _inventory(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     wrong = sorted({n for n in names.values() if nt.gpu_model and n != nt.gpu_model})
     if wrong:
         problems.append(f"GPU model {', '.join(wrong)}, expected {nt.gpu_model}")
-    sysfs = [b for b in ne.listing(NVIDIA_DRIVER_DIR) or []
-             if (Pci(ne, f"{PCI_DEVICES}/{b}").attr("class") or "").startswith("0x03")]
+    sysfs = [
+        b
+        for b in ne.listing(NVIDIA_DRIVER_DIR) or []
+        if (Pci(ne, f"{PCI_DEVICES}/{b}").attr("class") or "").startswith("0x03")
+    ]
     hidden = sorted(set(sysfs) - set(addrs.values()))
     if hidden:
         problems.append(f"GPU(s) {', '.join(hidden)} bound to the nvidia driver but not listed by nvidia-smi")
     model = ", ".join(sorted(set(names.values())))
-    msg = ("; ".join(problems) if problems
-           else f"{len(addrs)} x {model} (nvidia-smi), as node type {nt.name} expects")
+    msg = (
+        "; ".join(problems)
+        if problems
+        else f"{len(addrs)} x {model} (nvidia-smi), as node type {nt.name} expects"
+    )
     return expect(check, FAMILY, node, not problems, f"{node}: {msg}", value=len(addrs), evidence=ev)
 
 
@@ -227,28 +305,46 @@ def _rail_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
         subject = rail_subject(node, r.index)
         if _no_hca(ne):
             why = f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty), rail NIC {r.hca} absent"
-            out += [skip("topology.nic_port", FAMILY, subject, why), skip("topology.nic_pcie_link", FAMILY,
-                                                                          subject, why)]
+            ev = tuple(p for p in [ne.archived(IB_CLASS_DIR)] if p)
+            out += [
+                skip(c, FAMILY, subject, why, ev) for c in ("topology.nic_port", "topology.nic_pcie_link")
+            ]
             continue
         dev = Pci(ne, f"{IB_CLASS_DIR}/{r.hca}/device")
         who = f"{node} rail{r.index} {r.hca}"
         if dev.path is None:
             msg = f"{who}: not present (RDMA devices: {', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
-            out += [expect(c, FAMILY, subject, False, msg, evidence=dev.evidence())
-                    for c in ("topology.nic_port", "topology.nic_pcie_link")]
+            out += [
+                expect(c, FAMILY, subject, False, msg, evidence=dev.evidence())
+                for c in ("topology.nic_port", "topology.nic_pcie_link")
+            ]
             continue
         out.append(link_verdict("topology.nic_pcie_link", subject, who, dev, gpu=False))
         out.append(_port_verdict(nt.link_layer, r, subject, who, stat, stat_err, stat_item, stat_ev))
     return out
 
 
-def _port_verdict(layer: str, r: Rail, subject: str, who: str, stat: ibstat.Ibstat | None,
-                  stat_err: str | None, item: Any, ev: tuple[str, ...]) -> Verdict:
+def _port_verdict(
+    layer: str,
+    r: Rail,
+    subject: str,
+    who: str,
+    stat: ibstat.Ibstat | None,
+    stat_err: str | None,
+    item: Any,
+    ev: tuple[str, ...],
+) -> Verdict:
     check = "topology.nic_port"
     if stat is None:
         if item is not None and item[0].returncode in (126, 127):
-            return skip(check, FAMILY, subject, f"{who}: ibstat not found on this node (infiniband-diags not "
-                        "installed): port state not measured", ev)
+            return skip(
+                check,
+                FAMILY,
+                subject,
+                f"{who}: ibstat not found on this node (infiniband-diags not "
+                "installed): port state not measured",
+                ev,
+            )
         return error(check, FAMILY, subject, f"{who}: {stat_err}", ev)
     port = stat.port(r.hca, r.port)
     if port is None:
@@ -257,18 +353,32 @@ def _port_verdict(layer: str, r: Rail, subject: str, who: str, stat: ibstat.Ibst
     if not port.is_up():
         bad.append(f"port {r.port} is {port.state}/{port.phys_state}, expected ACTIVE/LINK_UP")
     if r.rate_Gbps is not None and port.rate_Gbps != r.rate_Gbps:
-        bad.append(f"rate {port.rate_Gbps:g} Gb/s, expected {r.rate_Gbps:g}" if port.rate_Gbps is not None
-                   else "no rate reported")
+        bad.append(
+            f"rate {port.rate_Gbps:g} Gb/s, expected {r.rate_Gbps:g}"
+            if port.rate_Gbps is not None
+            else "no rate reported"
+        )
     if layer in ("InfiniBand", "Ethernet") and port.link_layer != layer:
         bad.append(f"link layer {port.link_layer}, expected {layer}")
-    state = f"{port.state}/{port.phys_state} at {port.rate_Gbps:g} Gb/s {port.link_layer}" if port.rate_Gbps \
+    state = (
+        f"{port.state}/{port.phys_state} at {port.rate_Gbps:g} Gb/s {port.link_layer}"
+        if port.rate_Gbps
         else f"{port.state}/{port.phys_state}"
-    return expect(check, FAMILY, subject, not bad, f"{who}: " + ("; ".join(bad) if bad else state),
-                  value=port.rate_Gbps, evidence=ev)
+    )
+    return expect(
+        check,
+        FAMILY,
+        subject,
+        not bad,
+        f"{who}: " + ("; ".join(bad) if bad else state),
+        value=port.rate_Gbps,
+        evidence=ev,
+    )
 
 
-def every_subject(site: Site, node: str, per_node: Sequence[str], per_gpu: Sequence[str],
-                  per_rail: Sequence[str]) -> list[tuple[str, str]]:
+def every_subject(
+    site: Site, node: str, per_node: Sequence[str], per_gpu: Sequence[str], per_rail: Sequence[str]
+) -> list[tuple[str, str]]:
     """(check, subject) for every check of a family on ``node``."""
     nt = site.node_type(node)
     out = [(c, node) for c in per_node]
@@ -277,22 +387,34 @@ def every_subject(site: Site, node: str, per_node: Sequence[str], per_gpu: Seque
 
 
 def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
-    subjects = every_subject(site, node, ["topology.gpu_inventory"],
-                             ["topology.gpu_nic_affinity", "topology.pcie_link"],
-                             ["topology.nic_port", "topology.nic_pcie_link"])
+    subjects = every_subject(
+        site,
+        node,
+        ["topology.gpu_inventory"],
+        ["topology.gpu_nic_affinity", "topology.pcie_link"],
+        ["topology.nic_port", "topology.nic_pcie_link"],
+    )
     return [error(c, FAMILY, s, reason) for c, s in subjects]
 
 
-def judge_nodes(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str], family: str,
-                per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
-                missing: Callable[[Site, str, str], list[Verdict]]) -> list[Verdict]:
+def judge_nodes(
+    site: Site,
+    evidence: Sequence[tuple[Any, str]],
+    nodes: Sequence[str],
+    family: str,
+    per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
+    missing: Callable[[Site, str, str], list[Verdict]],
+) -> list[Verdict]:
     """Run ``per_node`` on each node's evidence; nodes without any get ERROR on every subject."""
     grouped = by_node(evidence)
     out: list[Verdict] = []
     for node in nodes:
         ne = grouped.get(node)
-        out += per_node(site, node, ne) if ne else missing(
-            site, node, f"{node}: no {family} evidence came back from this node")
+        out += (
+            per_node(site, node, ne)
+            if ne
+            else missing(site, node, f"{node}: no {family} evidence came back from this node")
+        )
     return out
 
 

@@ -22,6 +22,7 @@ TOOLS: dict[str, str] = {
     "numactl": "numactl",
     "lscpu": "lscpu",
     "nccl-debug": "nccl_debug",
+    "lspci": "lspci",
     # issue 5: RoCE and SHARP
     "mlnx_qos": "mlnx_qos",
     "dcb-pfc": "dcb",

@@ -88,28 +88,38 @@ def _side(v: object, what: str) -> Measurement | None:
     t = d.get("time", d.get("cpu_time"))
     nwrong = d.get("nwrong")
     return Measurement(
-        _float(t, f"{what}.time"), _float(d.get("alg_bw"), f"{what}.alg_bw"),
+        _float(t, f"{what}.time"),
+        _float(d.get("alg_bw"), f"{what}.alg_bw"),
         _float(d.get("bus_bw"), f"{what}.bus_bw"),
-        None if nwrong is None else _int(nwrong, f"{what}.nwrong"))
+        None if nwrong is None else _int(nwrong, f"{what}.nwrong"),
+    )
 
 
 def _row(v: object, i: int) -> Row:
     d = _obj(v, f"results[{i}]")
     root = d.get("root")
     return Row(
-        _int(d.get("size"), "size"), _int(d.get("count"), "count"), _str(d.get("type"), "type"),
+        _int(d.get("size"), "size"),
+        _int(d.get("count"), "count"),
+        _str(d.get("type"), "type"),
         None if d.get("redop") is None else _str(d.get("redop"), "redop"),
         None if root is None else _int(str(root).strip(), "root"),
         _side(d.get("out_of_place"), f"results[{i}].out_of_place"),
-        _side(d.get("in_place"), f"results[{i}].in_place"))
+        _side(d.get("in_place"), f"results[{i}].in_place"),
+    )
 
 
 def _rank(v: object, i: int) -> RankInfo:
     d = _obj(v, f"config.devices[{i}]")
     return RankInfo(
-        _int(d.get("rank"), "rank"), _int(d.get("group"), "group"), _int(d.get("pid"), "pid"),
-        _str(d.get("hostname"), "hostname"), _int(d.get("device"), "device"),
-        _str(d.get("device_hex"), "device_hex"), _str(d.get("device_info"), "device_info"))
+        _int(d.get("rank"), "rank"),
+        _int(d.get("group"), "group"),
+        _int(d.get("pid"), "pid"),
+        _str(d.get("hostname"), "hostname"),
+        _int(d.get("device"), "device"),
+        _str(d.get("device_hex"), "device_hex"),
+        _str(d.get("device_info"), "device_info"),
+    )
 
 
 def _okay(v: object) -> bool | None:
@@ -136,8 +146,11 @@ def parse_json(text: str) -> NcclTestsResult:
     cfg = _obj(d.get("config", {}), "config")
     nthreads = _int(cfg.get("nthreads", 1), "config.nthreads")
     ngpus = _int(cfg.get("ngpus", 1), "config.ngpus")
-    ranks = tuple(sorted((_rank(v, i) for i, v in enumerate(_list(cfg.get("devices"), "devices"))),
-                         key=lambda r: r.rank))
+    ranks = tuple(
+        sorted(
+            (_rank(v, i) for i, v in enumerate(_list(cfg.get("devices"), "devices"))), key=lambda r: r.rank
+        )
+    )
     nranks = len(ranks) * nthreads * ngpus if ranks else None
     rows = tuple(_row(v, i) for i, v in enumerate(_list(d.get("results"), "results")))
     oob = d.get("out_of_bounds")
@@ -151,11 +164,18 @@ def parse_json(text: str) -> NcclTestsResult:
         collective=(collective_of(args[0]) if args else None) or infer_collective(rows, nranks),
         version=None,  # the JSON names its schema version, not the nccl-tests version
         nccl_version=nccl_version_of(_int(code, "nccl_version")) if code is not None else None,
-        nthreads=nthreads, ngpus=ngpus, nranks=nranks, ranks=ranks,
-        ranks_elided=nranks is not None and len(ranks) < nranks, rows=rows,
+        nthreads=nthreads,
+        ngpus=ngpus,
+        nranks=nranks,
+        ranks=ranks,
+        ranks_elided=nranks is not None and len(ranks) < nranks,
+        rows=rows,
         avg_busbw_GBps=_float(avg_d["bandwidth"], "bandwidth") if "bandwidth" in avg_d else None,
         avg_busbw_verdict=None if avg_ok is None else ("OK" if avg_ok else "FAILED"),
         out_of_bounds=_int(oob_d["count"], "out_of_bounds.count") if "count" in oob_d else None,
         out_of_bounds_ok=_okay(oob_d.get("okay")),
-        failure=failures[0] if failures else None, failures=failures,
-        env=tuple(redact_env(env).items()), source_format="json")
+        failure=failures[0] if failures else None,
+        failures=failures,
+        env=tuple(redact_env(env).items()),
+        source_format="json",
+    )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from clusteraccept.parsers.nccl_tests import NcclTestsResult
 
+
 @dataclass(frozen=True)
 class LaunchFinding:
     name: str
@@ -35,15 +36,23 @@ def launch_checks(
         out.append(LaunchFinding(name, ok, good if ok else bad))
 
     check("exit_code", returncode == 0, f"exit code {returncode}", "exit code 0")
-    check("completed", result.failure is None and bool(result.rows),
-          f"failed: {result.failure}" if result.failure else "no result rows", f"{len(result.rows)} rows")
+    check(
+        "completed",
+        result.failure is None and bool(result.rows),
+        f"failed: {result.failure}" if result.failure else "no result rows",
+        f"{len(result.rows)} rows",
+    )
     n = result.nranks
     # A binary built without MPI (MPI=0) launched as N tasks runs N independent 1-rank tests: nranks 1,
     # busbw 0 and one full output per task (nccl-tests README: build with MPI=1 for multi-process runs).
-    check("multi_rank", n is not None and n > 1 and result.runs == 1,
-          f"{result.runs} separate runs in one output: each task ran alone (non-MPI build?)"
-          if result.runs > 1 else f"nranks={n}: a single rank measures no communication (busbw 0)",
-          f"nranks={n}")
+    check(
+        "multi_rank",
+        n is not None and n > 1 and result.runs == 1,
+        f"{result.runs} separate runs in one output: each task ran alone (non-MPI build?)"
+        if result.runs > 1
+        else f"nranks={n}: a single rank measures no communication (busbw 0)",
+        f"nranks={n}",
+    )
     if expected_nranks is not None:
         check("nranks", n == expected_nranks, f"nranks={n}, expected {expected_nranks}", f"nranks={n}")
     groups: dict[int, int] = {}
@@ -54,26 +63,45 @@ def launch_checks(
     if groups and not result.ranks_elided and n is not None and n > 1:
         # NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK (src/common.cu run()) split ranks into groups; a group
         # of one rank copies to itself and reports impossible bandwidth.
-        check("no_single_rank_group", not lonely,
-              f"group(s) {lonely} hold a single rank (NCCL_TESTS_SPLIT?): its busbw is a local copy",
-              f"{len(groups)} group(s), none of a single rank")
+        check(
+            "no_single_rank_group",
+            not lonely,
+            f"group(s) {lonely} hold a single rank (NCCL_TESTS_SPLIT?): its busbw is a local copy",
+            f"{len(groups)} group(s), none of a single rank",
+        )
     if ceiling_GBps is not None and result.rows:
         peak = result.peak_busbw_GBps or 0.0
-        check("busbw_ceiling", peak <= ceiling_GBps,
-              f"busbw {peak:.2f} GB/s is above the physical ceiling {ceiling_GBps:.2f} GB/s",
-              f"peak busbw {peak:.2f} <= {ceiling_GBps:.2f} GB/s")
+        check(
+            "busbw_ceiling",
+            peak <= ceiling_GBps,
+            f"busbw {peak:.2f} GB/s is above the physical ceiling {ceiling_GBps:.2f} GB/s",
+            f"peak busbw {peak:.2f} <= {ceiling_GBps:.2f} GB/s",
+        )
     if expected_hosts is not None:
         want = {h.split(".", 1)[0] for h in expected_hosts}  # nccl-tests prints the name up to the first '.'
         got = set(result.hosts)
         stray, missing = sorted(got - want), sorted(want - got)
         if result.ranks_elided:
             missing = []  # the hosts of elided ranks are unknown
-        check("hosts", bool(got) and not stray and not missing,
-              f"ranks on {sorted(got)}; unexpected {stray}, missing {missing}", f"ranks on {sorted(got)}")
-    wrong = [(r.size_B, m.wrong) for r in result.rows for m in (r.out_of_place, r.in_place)
-             if m is not None and m.wrong]
+        check(
+            "hosts",
+            bool(got) and not stray and not missing,
+            f"ranks on {sorted(got)}; unexpected {stray}, missing {missing}",
+            f"ranks on {sorted(got)}",
+        )
+    wrong = [
+        (r.size_B, m.wrong)
+        for r in result.rows
+        for m in (r.out_of_place, r.in_place)
+        if m is not None and m.wrong
+    ]
     check("no_wrong", not wrong, f"#wrong > 0 at (size_B, #wrong) {wrong[:4]}", "#wrong 0 everywhere")
-    check("out_of_bounds", result.out_of_bounds_ok is True,
-          "no 'Out of bounds values' line (the run did not finish)" if result.out_of_bounds is None
-          else f"Out of bounds values: {result.out_of_bounds} FAILED", "Out of bounds values: 0 OK")
+    check(
+        "out_of_bounds",
+        result.out_of_bounds_ok is True,
+        "no 'Out of bounds values' line (the run did not finish)"
+        if result.out_of_bounds is None
+        else f"Out of bounds values: {result.out_of_bounds} FAILED",
+        "Out of bounds values: 0 OK",
+    )
     return tuple(out)

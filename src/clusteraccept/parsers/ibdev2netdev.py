@@ -64,9 +64,7 @@ def parse(text: str) -> Ibdev2netdev:
         if "==>" not in line:
             continue  # a prompt, a banner: the script prints nothing else
         if m := _SHORT.match(line):
-            port = IbPort(
-                device=m["dev"], port=int(m["port"]), netdev=m["netdev"], netdev_state=m["link"]
-            )
+            port = IbPort(device=m["dev"], port=int(m["port"]), netdev=m["netdev"], netdev_state=m["link"])
         elif m := _VERBOSE.match(line):
             port = IbPort(
                 device=m["dev"],
@@ -93,8 +91,9 @@ def parse(text: str) -> Ibdev2netdev:
         key = (port.device, port.port)
         if key in seen:
             # One netdev per port; a repeat means two captures were concatenated.
-            raise ParseError(line_no, f"one line per port ({key[0]} port {key[1]} is on line {seen[key]})",
-                             line.strip())
+            raise ParseError(
+                line_no, f"one line per port ({key[0]} port {key[1]} is on line {seen[key]})", line.strip()
+            )
         seen[key] = line_no
         ports.append(port)
     if not ports:

@@ -108,8 +108,11 @@ def parse(text: str) -> Lscpu:
         raise ParseError(0, "lscpu 'Key: value' lines (CPU(s):, NUMA node(s):, ...)", text[:80])
     numa = ints.get("numa_nodes", 0)
     if numa != len(nodes):
-        raise ParseError(last_no, f"{numa} 'NUMA nodeN CPU(s):' lines after 'NUMA node(s): {numa}'",
-                         f"{len(nodes)} such lines")
+        raise ParseError(
+            last_no,
+            f"{numa} 'NUMA nodeN CPU(s):' lines after 'NUMA node(s): {numa}'",
+            f"{len(nodes)} such lines",
+        )
     return Lscpu(
         numa_nodes=numa,
         nodes=tuple(nodes),

@@ -55,9 +55,7 @@ class Lsmod:
     def loaded(self, name: str) -> bool:
         """True if the module has its own line or appears as a holder of a printed module."""
         want = _norm(name)
-        return self.module(name) is not None or any(
-            want == _norm(h) for m in self.modules for h in m.used_by
-        )
+        return self.module(name) is not None or any(want == _norm(h) for m in self.modules for h in m.used_by)
 
     def holders(self, name: str) -> tuple[str, ...]:
         """Modules using ``name`` (empty when it has no line of its own)."""
@@ -85,14 +83,16 @@ def parse(text: str) -> Lsmod:
         if len(m.group(4).split()) > 2 or not all(_NAME.fullmatch(h) or h == "[permanent]" for h in rest):
             raise ParseError(no, "holder module names separated by commas", m.group(4).strip())
         count = m.group(3)
-        modules.append(Module(
-            name=m.group(1),
-            size_B=int(m.group(2)),
-            # kmod prints a negative errno when the refcount is unreadable; /proc/modules says "-".
-            use_count=None if count == "-" or count.startswith("-") else int(count),
-            used_by=tuple(h for h in rest if h != "[permanent]"),
-            permanent="[permanent]" in rest,
-        ))
+        modules.append(
+            Module(
+                name=m.group(1),
+                size_B=int(m.group(2)),
+                # kmod prints a negative errno when the refcount is unreadable; /proc/modules says "-".
+                use_count=None if count == "-" or count.startswith("-") else int(count),
+                used_by=tuple(h for h in rest if h != "[permanent]"),
+                permanent="[permanent]" in rest,
+            )
+        )
     if len({_norm(m.name) for m in modules}) != len(modules):
         raise ParseError(0, "each module once", ", ".join(m.name for m in modules))
     return Lsmod(modules=tuple(modules), has_header=has_header)

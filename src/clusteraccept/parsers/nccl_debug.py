@@ -80,7 +80,7 @@ class NcclConnection:
 
     @property
     def family(self) -> str:
-        """"NET", "COLLNET", "P2P" or "SHM"."""
+        """ "NET", "COLLNET", "P2P" or "SHM"."""
         return self.transport.split("/", 1)[0]
 
 
@@ -287,8 +287,19 @@ def _int(raw: str, line_no: int) -> int:
         raise ParseError(line_no, "a number", raw[:40]) from None
 
 
-_TUPLES = ("hosts", "networks", "net_devices", "socket_interfaces", "oob_interfaces", "bootstrap_interfaces",
-           "connections", "ring_gdr", "gdr", "dmabuf_gpus", "warnings")
+_TUPLES = (
+    "hosts",
+    "networks",
+    "net_devices",
+    "socket_interfaces",
+    "oob_interfaces",
+    "bootstrap_interfaces",
+    "connections",
+    "ring_gdr",
+    "gdr",
+    "dmabuf_gpus",
+    "warnings",
+)
 
 
 def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
@@ -304,7 +315,7 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
             raise ParseError(line_no, "'cudaDriverVersion N'", msg)
         acc["cuda_driver_version"] = _int(value, line_no)
     elif msg.startswith("Using network"):
-        if not (name := msg[len("Using network"):].strip()):
+        if not (name := msg[len("Using network") :].strip()):
             raise ParseError(line_no, "'Using network NAME'", msg)
         _add(acc["networks"], name)
     elif msg.startswith(("Channel ", "Ring ", "CollNet ", "Coll ")) and " via " in msg:
@@ -354,9 +365,19 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
 def parse(text: str) -> NcclDebug:
     """Parse an NCCL_DEBUG=INFO log (possibly mixed with other output)."""
     acc: dict[str, Any] = {name: [] for name in _TUPLES}
-    acc.update(nccl_version=None, nccl_version_full=None, cuda_driver_version=None, ib_no_device=False,
-               relaxed_ordering=None, nvls_support=None, nvls_channels=None, nvls_connected=False,
-               collnet_connected=False, collnet_init_failed=False, env={})
+    acc.update(
+        nccl_version=None,
+        nccl_version_full=None,
+        cuda_driver_version=None,
+        ib_no_device=False,
+        relaxed_ordering=None,
+        nvls_support=None,
+        nvls_channels=None,
+        nvls_connected=False,
+        collnet_connected=False,
+        collnet_init_failed=False,
+        env={},
+    )
     nccl_lines = 0
     for line_no, line in enumerate(text.splitlines(), start=1):
         lm = _LEVEL.search(line)
@@ -366,7 +387,7 @@ def parse(text: str) -> NcclDebug:
                 continue
             level, msg = "INFO", bare.group(1)
         else:
-            level, msg = lm.group(1), line[lm.end():].rstrip()
+            level, msg = lm.group(1), line[lm.end() :].rstrip()
             if (pm := _PREFIX.search(line, 0, lm.start())) is not None:
                 host = pm["host"]
                 _add(acc["hosts"], host)

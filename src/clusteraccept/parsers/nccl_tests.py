@@ -115,12 +115,28 @@ _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
 # The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.
-_BINARY = re.compile(r"\b(all_reduce|all_gather|broadcast|reduce_scatter|reduce|alltoallv|alltoall|scatter"
-                     r"|gather|sendrecv|hypercube)_perf\b")
+_BINARY = re.compile(
+    r"\b(all_reduce|all_gather|broadcast|reduce_scatter|reduce|alltoallv|alltoall|scatter"
+    r"|gather|sendrecv|hypercube)_perf\b"
+)
 _SIZE_COLUMNS = ("size", "bytes")
 _SIDE_START = ("time", "cputime")
-_WORD_SIZE = {"int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "half": 2, "bfloat16": 2,
-              "int32": 4, "uint32": 4, "int": 4, "float": 4, "int64": 8, "uint64": 8, "double": 8}
+_WORD_SIZE = {
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
+    "half": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int": 4,
+    "float": 4,
+    "int64": 8,
+    "uint64": 8,
+    "double": 8,
+}
 
 
 def parse(text: str) -> NcclTestsResult:
@@ -140,7 +156,7 @@ def nccl_version_of(code: int) -> str:
 
 
 def collective_of(binary: str) -> str | None:
-    """"/opt/nccl-tests/build/all_reduce_perf_mpi" -> "all_reduce" (NAME_SUFFIX tolerated)."""
+    """ "/opt/nccl-tests/build/all_reduce_perf_mpi" -> "all_reduce" (NAME_SUFFIX tolerated)."""
     m = re.search(r"([A-Za-z0-9_]+?)_perf", binary.rsplit("/", 1)[-1])
     return m.group(1) if m else None
 
@@ -256,9 +272,18 @@ class _TextParser:
         if name.endswith("..."):  # the gathered device report is cut at 2048 bytes per process
             self.elided = True
             name = name[:-3].rstrip()
-        self.ranks.setdefault(rank, RankInfo(
-            rank, int(group) if group else None, int(pid) if pid else None, m.group(4),
-            int(m.group(5)), m.group(6), name))
+        self.ranks.setdefault(
+            rank,
+            RankInfo(
+                rank,
+                int(group) if group else None,
+                int(pid) if pid else None,
+                m.group(4),
+                int(m.group(5)),
+                m.group(6),
+                name,
+            ),
+        )
 
     def measurement(self, no: int, cols: list[str], toks: list[str], time_ms: bool) -> Measurement:
         vals = dict(zip(cols, toks, strict=True))
@@ -276,8 +301,13 @@ class _TextParser:
                 wrong = int(count)
             else:
                 err = _num(tok, no, "an error value")
-        return Measurement(t * 1000 if time_ms else t, _num(vals["algbw"], no, "an algbw"),
-                           _num(vals["busbw"], no, "a busbw"), wrong, err)
+        return Measurement(
+            t * 1000 if time_ms else t,
+            _num(vals["algbw"], no, "an algbw"),
+            _num(vals["busbw"], no, "a busbw"),
+            wrong,
+            err,
+        )
 
     def row(self, no: int, toks: list[str]) -> Row:
         c = self.cols
@@ -289,7 +319,7 @@ class _TextParser:
         if len(toks) == n_pre + sum(widths):
             at = n_pre
             for i, side in enumerate(c.sides):
-                sides[i] = self.measurement(no, side, toks[at:at + widths[i]], c.time_ms)
+                sides[i] = self.measurement(no, side, toks[at : at + widths[i]], c.time_ms)
                 at += widths[i]
         elif len(c.sides) == 2 and len(toks) == n_pre + widths[1]:  # no out-of-place (trace replay)
             sides[1] = self.measurement(no, c.sides[1], toks[n_pre:], c.time_ms)
@@ -301,9 +331,15 @@ class _TextParser:
         count = int(_num(toks[1], no, "an element count", integer=True))
         redop = pre.get("redop", pre.get("op"))
         root = pre.get("root")
-        return Row(size, count, toks[2], redop,
-                   int(_num(root, no, "a root rank", integer=True)) if root is not None else None,
-                   sides[0], sides[1] if len(sides) > 1 else None)
+        return Row(
+            size,
+            count,
+            toks[2],
+            redop,
+            int(_num(root, no, "a root rank", integer=True)) if root is not None else None,
+            sides[0],
+            sides[1] if len(sides) > 1 else None,
+        )
 
     def result(self) -> NcclTestsResult:
         ranks = tuple(self.ranks[k] for k in sorted(self.ranks))
@@ -317,9 +353,23 @@ class _TextParser:
         rows = tuple(self.rows)
         collective = self.collective or self.named or infer_collective(rows, nranks)
         return NcclTestsResult(
-            collective, self.version, self.nccl_version, self.nthreads, self.ngpus, nranks, ranks,
-            self.elided, rows, self.avg, self.avg_verdict, self.oob, self.oob_ok,
-            self.failures[0] if self.failures else None, tuple(self.failures), max(self.runs, 1))
+            collective,
+            self.version,
+            self.nccl_version,
+            self.nthreads,
+            self.ngpus,
+            nranks,
+            ranks,
+            self.elided,
+            rows,
+            self.avg,
+            self.avg_verdict,
+            self.oob,
+            self.oob_ok,
+            self.failures[0] if self.failures else None,
+            tuple(self.failures),
+            max(self.runs, 1),
+        )
 
 
 def infer_collective(rows: tuple[Row, ...], nranks: int | None) -> str | None:
@@ -348,4 +398,3 @@ def infer_collective(rows: tuple[Row, ...], nranks: int | None) -> str | None:
         if abs(ratio - 1) < 0.03:
             return "sendrecv"
     return None
-

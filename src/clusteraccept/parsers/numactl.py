@@ -129,10 +129,16 @@ def parse(text: str) -> NumactlHardware:
         got = fields.get(node, {})
         for key in ("cpus", "size", "free"):
             if key not in got:
-                raise ParseError(i + 1 if i < len(lines) else len(lines), f"'node {node} {key}:' line",
-                                 lines[i].strip() if i < len(lines) else "end of input")
-        nodes.append(NumaNode(node=node, cpus=_cpus(*got["cpus"]), size_MB=_mem(*got["size"]),
-                              free_MB=_mem(*got["free"])))
+                raise ParseError(
+                    i + 1 if i < len(lines) else len(lines),
+                    f"'node {node} {key}:' line",
+                    lines[i].strip() if i < len(lines) else "end of input",
+                )
+        nodes.append(
+            NumaNode(
+                node=node, cpus=_cpus(*got["cpus"]), size_MB=_mem(*got["size"]), free_MB=_mem(*got["free"])
+            )
+        )
     return NumactlHardware(nodes=tuple(nodes), distances=_distances(lines, i, ids))
 
 

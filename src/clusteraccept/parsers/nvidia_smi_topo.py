@@ -164,18 +164,25 @@ def parse(text: str) -> TopoMatrix:
     i = start + 1
     while len(rows) < n:
         if i >= len(lines):
-            raise ParseError(len(lines), f"matrix rows for {', '.join(x for x in labels if x not in rows)}",
-                             "end of input")
+            raise ParseError(
+                len(lines), f"matrix rows for {', '.join(x for x in labels if x not in rows)}", "end of input"
+            )
         tokens = lines[i].split()
         no = i + 1
         i += 1
         if not tokens:
-            raise ParseError(no, f"a matrix row for one of {', '.join(x for x in labels if x not in rows)}",
-                             "an empty line")
+            raise ParseError(
+                no,
+                f"a matrix row for one of {', '.join(x for x in labels if x not in rows)}",
+                "an empty line",
+            )
         label = tokens[0]
         if label not in labels or label in rows:
-            raise ParseError(no, f"a matrix row for one of {', '.join(x for x in labels if x not in rows)}",
-                             lines[no - 1].strip())
+            raise ParseError(
+                no,
+                f"a matrix row for one of {', '.join(x for x in labels if x not in rows)}",
+                lines[no - 1].strip(),
+            )
         cells, rest = tokens[1 : 1 + n], tokens[1 + n :]
         if len(cells) < n:
             raise ParseError(no, f"{n} link cells after {label}", lines[no - 1].strip())
@@ -186,8 +193,9 @@ def parse(text: str) -> TopoMatrix:
         is_gpu = label in gpus
         if (is_gpu and len(rest) != len(columns)) or (not is_gpu and rest):
             count = len(columns) if is_gpu else 0
-            raise ParseError(no, f"{count} affinity values in row {label} ({', '.join(columns)})",
-                             " ".join(rest) or "none")
+            raise ParseError(
+                no, f"{count} affinity values in row {label} ({', '.join(columns)})", " ".join(rest) or "none"
+            )
         rows[label] = (cells, rest, no)
 
     cpu, numa, gnid = _affinities(gpus, rows, columns)

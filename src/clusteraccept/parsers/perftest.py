@@ -54,8 +54,13 @@ _ROW_QOS = re.compile(rf"([0-9]+)\s+[0-9]+\s+([0-9]+)\s+{_NUM}\s+{_NUM}\s+{_NUM}
 _ADDRESS = re.compile(r"(local|remote) address:.*")
 _GID = re.compile(r"GID:\s*(\S+)")
 # Messages ctx_print_test_info() prints inside the settings block without a "key : value" shape.
-_SETTINGS_TEXT = ("WARNING", "Test with events", "MultiCast runs on UD", "Waiting for client",
-                  "Please run the same command")
+_SETTINGS_TEXT = (
+    "WARNING",
+    "Test with events",
+    "MultiCast runs on UD",
+    "Waiting for client",
+    "Please run the same command",
+)
 # get_cpu_mhz() warnings perftest prints between result lines; they do not end the table.
 _ROW_NOISE = ("Conflicting CPU frequency values detected", "WARNING")
 _CUDA_DEVICE = re.compile(r"Picking (?:device No\.|GPU number) ([0-9]+)")
@@ -214,8 +219,18 @@ def parse(text: str) -> PerftestBw:
             "rows": "result rows and the closing dashed line",
         }[state]
         raise ParseError(len(lines), want, "end of input")
-    return _build(title, settings, head, rows, errors, state == "done" and not errors,
-                  gids, cuda, cuda_device, cuda_name)
+    return _build(
+        title,
+        settings,
+        head,
+        rows,
+        errors,
+        state == "done" and not errors,
+        gids,
+        cuda,
+        cuda_device,
+        cuda_name,
+    )
 
 
 def _row(m: re.Match[str], factor: float) -> BwRow:
@@ -268,7 +283,8 @@ def _build(
         cq_moderation=num("CQ Moderation"),
         max_inline_B=num("Max inline data"),
         outstand_reads=num("Outstand reads"),
-        rdma_cm=_onoff(val("rdma_cm QPs"), "rdma_cm QPs", got["rdma_cm QPs"][1]) if "rdma_cm QPs" in got
+        rdma_cm=_onoff(val("rdma_cm QPs"), "rdma_cm QPs", got["rdma_cm QPs"][1])
+        if "rdma_cm QPs" in got
         else None,
         data_exchange=val("Data ex. method"),
         tos=num("TOS"),

@@ -65,11 +65,17 @@ class ScontrolTopology:
 
 _KIND = {"SwitchName": "tree", "BlockName": "block", "AggregatedBlock": "block", "RingName": "ring"}
 _PAIR = re.compile(r"([A-Za-z]+)=(\S*)")
-_REQUIRED = {"SwitchName": ("Level", "LinkSpeed"), "BlockName": ("BlockIndex", "BlockSize"),
-             "AggregatedBlock": ("BlockIndex", "BlockSize"), "RingName": ("RingSize",)}
-_KEYS = {"tree": {"SwitchName", "Level", "LinkSpeed", "Nodes", "Switches"},
-         "block": {"BlockName", "AggregatedBlock", "BlockIndex", "Nodes", "BlockSize"},
-         "ring": {"RingName", "Nodes", "RingSize"}}
+_REQUIRED = {
+    "SwitchName": ("Level", "LinkSpeed"),
+    "BlockName": ("BlockIndex", "BlockSize"),
+    "AggregatedBlock": ("BlockIndex", "BlockSize"),
+    "RingName": ("RingSize",),
+}
+_KEYS = {
+    "tree": {"SwitchName", "Level", "LinkSpeed", "Nodes", "Switches"},
+    "block": {"BlockName", "AggregatedBlock", "BlockIndex", "Nodes", "BlockSize"},
+    "ring": {"RingName", "Nodes", "RingSize"},
+}
 
 
 def _expand(expr: str, no: int) -> tuple[str, ...]:
@@ -122,11 +128,25 @@ def parse(text: str) -> ScontrolTopology:
             raise ParseError(no, f"{key}=<name> with {', '.join(_REQUIRED[key])}", line[:80])
         nodes = _expand(fields.get("Nodes", ""), no)
         if kind == "tree":
-            switches.append(Switch(fields[key], _int(fields, "Level", no), _int(fields, "LinkSpeed", no),
-                                   nodes, _expand(fields.get("Switches", ""), no)))
+            switches.append(
+                Switch(
+                    fields[key],
+                    _int(fields, "Level", no),
+                    _int(fields, "LinkSpeed", no),
+                    nodes,
+                    _expand(fields.get("Switches", ""), no),
+                )
+            )
         elif kind == "block":
-            blocks.append(Block(fields[key], _int(fields, "BlockIndex", no), nodes,
-                                _int(fields, "BlockSize", no), key == "AggregatedBlock"))
+            blocks.append(
+                Block(
+                    fields[key],
+                    _int(fields, "BlockIndex", no),
+                    nodes,
+                    _int(fields, "BlockSize", no),
+                    key == "AggregatedBlock",
+                )
+            )
         else:
             rings.append(Ring(fields[key], nodes, _int(fields, "RingSize", no)))
     if text.strip() and plugin is None:

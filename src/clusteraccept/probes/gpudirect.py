@@ -62,28 +62,45 @@ def _rails(options: dict[str, object]) -> list[dict[str, Any]]:
 def write_bw_argv(binary: str, hca: str, port: int, gpu: int, tcp_port: int) -> list[str]:
     # perftest README "Common Options" (-d, -i, -p, -s, -n, -F) and "GPUDirect usage" (--use_cuda=<gpu
     # index>); --report_gbits: perftest_parameters.c usage ("Report Max/Average BW of test in Gbit/sec").
-    return [binary, "-d", hca, "-i", str(port), "-p", str(tcp_port), f"--use_cuda={gpu}",
-            "--report_gbits", "-F", "-s", str(MESSAGE_B), "-n", str(ITERATIONS)]
+    return [
+        binary,
+        "-d",
+        hca,
+        "-i",
+        str(port),
+        "-p",
+        str(tcp_port),
+        f"--use_cuda={gpu}",
+        "--report_gbits",
+        "-F",
+        "-s",
+        str(MESSAGE_B),
+        "-n",
+        str(ITERATIONS),
+    ]
 
 
 def loopback_write_bw(binary: str, rail: dict[str, Any], timeout_s: float) -> list[Evidence]:
     """Server then client on this node; both runs come back as evidence (the client's is judged)."""
-    argv = write_bw_argv(binary, str(rail["hca"]), int(rail.get("port", 1)), int(rail["gpu"]),
-                         BASE_PORT + int(rail["gpu"]))
+    argv = write_bw_argv(
+        binary, str(rail["hca"]), int(rail.get("port", 1)), int(rail["gpu"]), BASE_PORT + int(rail["gpu"])
+    )
     # CUDA's default order is fastest-first; PCI_BUS_ID makes --use_cuda=<k> the GPU nvidia-smi calls k
     # (CUDA Programming Guide, "CUDA Environment Variables": CUDA_DEVICE_ORDER).
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     server: list[Evidence] = []
     thread = threading.Thread(
-        target=lambda: server.append(runner.run(argv, SERVER_TIMEOUT_S, source="perftest", env=env)))
+        target=lambda: server.append(runner.run(argv, SERVER_TIMEOUT_S, source="perftest", env=env))
+    )
     thread.start()
     # The client cannot connect before the server listens; perftest then says "Couldn't connect to
     # <server>:<port>" (perftest_communication.c) and exits: try again shortly, a bounded number of times.
     attempt = 0
     while True:
         attempt += 1
-        client = runner.run([*argv, "localhost"], min(timeout_s, SERVER_TIMEOUT_S - 5), source="perftest",
-                            env=env)
+        client = runner.run(
+            [*argv, "localhost"], min(timeout_s, SERVER_TIMEOUT_S - 5), source="perftest", env=env
+        )
         refused = "Couldn't connect to" in client.stderr + client.stdout
         if not refused or not thread.is_alive() or attempt >= CONNECT_TRIES:
             break
@@ -101,22 +118,28 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     out = [
         gpu_list,
         hca_list,
-        runner.run(["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
-                   timeout_s, source="nvidia-smi-query"),
+        runner.run(
+            ["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
+            timeout_s,
+            source="nvidia-smi-query",
+        ),
         runner.read("/proc/driver/nvidia/version", source="nvidia-driver"),
         runner.run(["uname", "-r"], timeout_s, source="uname"),
         runner.run(["lsmod"], timeout_s, source="lsmod"),
         *[runner.read(f"/sys/module/{m}/initstate") for m in PEERMEM_MODULES],
         *[runner.read(f"{PCI_DEVICES}/{b}/iommu_group/type") for b in bdfs],
     ]
-    links = [resolved(f"{PCI_DEVICES}/{b}") for b in bdfs] + [resolved(f"{IB_CLASS_DIR}/{h}/device")
-                                                                 for h in names]
+    links = [resolved(f"{PCI_DEVICES}/{b}") for b in bdfs] + [
+        resolved(f"{IB_CLASS_DIR}/{h}/device") for h in names
+    ]
     out += links
     paths = [p for p in (device_path(ev) for ev in links) if p]
     if bdfs and names:  # ACS matters between a GPU and a NIC
         leaves = {p.rsplit("/", 1)[-1] for p in paths}
-        out += [runner.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")
-                for b in _bridges(paths, leaves)]
+        out += [
+            runner.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")
+            for b in _bridges(paths, leaves)
+        ]
     perftest_bin = options.get("perftest_bin")
     binary = os.path.join(perftest_bin, "ib_write_bw") if isinstance(perftest_bin, str) else "ib_write_bw"
     for rail in _rails(options):

@@ -38,8 +38,12 @@ def _tag(ev: Evidence, **meta: str) -> Evidence:
 
 
 def _rail_meta(rail: dict[str, Any], netdev: str | None) -> dict[str, str]:
-    return {"rail": str(rail["gpu"]), "hca": str(rail["hca"]), "port": str(rail["port"]),
-            "netdev": netdev or ""}
+    return {
+        "rail": str(rail["gpu"]),
+        "hca": str(rail["hca"]),
+        "port": str(rail["port"]),
+        "netdev": netdev or "",
+    }
 
 
 def _snapshot(rails: list[tuple[dict[str, str], str]], timeout_s: float, when: str) -> list[Evidence]:
@@ -69,11 +73,17 @@ def _qos(netdev: str, timeout_s: float, meta: dict[str, str]) -> list[Evidence]:
     qos = _tag(runner.run(["mlnx_qos", "-i", netdev], timeout_s, source="mlnx_qos"), **meta, role="qos")
     if qos.returncode != 127:  # 127: not installed (runner's convention) -> iproute2 dcb instead
         return [qos]
-    return [qos, *(
-        _tag(runner.run(["dcb", "-N", what, "show", "dev", netdev], timeout_s, source="dcb-pfc"),
-             **meta, role=f"dcb-{what}")
-        for what in ("pfc", "app")
-    )]
+    return [
+        qos,
+        *(
+            _tag(
+                runner.run(["dcb", "-N", what, "show", "dev", netdev], timeout_s, source="dcb-pfc"),
+                **meta,
+                role=f"dcb-{what}",
+            )
+            for what in ("pfc", "app")
+        ),
+    ]
 
 
 def collect(options: dict[str, object]) -> list[Evidence]:
@@ -86,8 +96,9 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     rails: list[dict[str, Any]] = list(node_rails.get(host, []))
     out: list[Evidence] = []
     net_names = runner.listdir("/sys/class/net")
-    out.append(Evidence(host, "sysfs", path="/sys/class/net", stdout="\n".join(net_names),
-                        meta={"role": "netdevs"}))
+    out.append(
+        Evidence(host, "sysfs", path="/sys/class/net", stdout="\n".join(net_names), meta={"role": "netdevs"})
+    )
     roce: list[tuple[dict[str, str], str]] = []
     for rail in rails:
         meta = _rail_meta(rail, rail.get("netdev"))

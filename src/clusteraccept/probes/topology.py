@@ -35,9 +35,14 @@ def timeout_of(options: dict[str, object]) -> float:
 def listing(path: str) -> tuple[Evidence, list[str]]:
     """A directory listing as Evidence (one name per line; returncode 1 when absent or empty)."""
     names = runner.listdir(path)
-    ev = Evidence(runner.hostname(), "sysfs-listdir", path=path, returncode=0 if names else 1,
-                  stdout="".join(n + "\n" for n in names),
-                  stderr="" if names else f"{path}: no entries (absent, or nothing there)")
+    ev = Evidence(
+        runner.hostname(),
+        "sysfs-listdir",
+        path=path,
+        returncode=0 if names else 1,
+        stdout="".join(n + "\n" for n in names),
+        stderr="" if names else f"{path}: no entries (absent, or nothing there)",
+    )
     return ev, names
 
 
@@ -45,8 +50,14 @@ def resolved(path: str) -> Evidence:
     """Where a sysfs link points (``/sys/bus/pci/devices/0000:19:00.0`` -> ``/sys/devices/pci.../``)."""
     target = runner.realpath(path)
     ok = target != path and target.startswith("/sys/devices/")
-    return Evidence(runner.hostname(), "sysfs-link", path=path, returncode=0 if ok else 1,
-                    stdout=target + "\n" if ok else "", stderr="" if ok else f"{path}: not a device link")
+    return Evidence(
+        runner.hostname(),
+        "sysfs-link",
+        path=path,
+        returncode=0 if ok else 1,
+        stdout=target + "\n" if ok else "",
+        stderr="" if ok else f"{path}: not a device link",
+    )
 
 
 def gpu_bdfs() -> tuple[Evidence, list[str]]:
@@ -95,8 +106,11 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     timeout_s = timeout_of(options)
     out = [
         runner.run(["nvidia-smi", "topo", "-m"], timeout_s, source="nvidia-smi-topo"),
-        runner.run(["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
-                   timeout_s, source="nvidia-smi-query"),
+        runner.run(
+            ["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
+            timeout_s,
+            source="nvidia-smi-query",
+        ),
         runner.run(["lscpu"], timeout_s, source="lscpu"),
     ]
     devices, _, _ = gpu_and_nic_devices()

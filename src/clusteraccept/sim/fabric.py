@@ -41,8 +41,13 @@ def _one(n: int) -> float:
 
 
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
-    "all_reduce": _ring2, "all_gather": _ring, "reduce_scatter": _ring, "alltoall": _ring,
-    "sendrecv": _one, "broadcast": _one, "reduce": _one,
+    "all_reduce": _ring2,
+    "all_gather": _ring,
+    "reduce_scatter": _ring,
+    "alltoall": _ring,
+    "sendrecv": _one,
+    "broadcast": _one,
+    "reduce": _one,
 }
 
 
@@ -84,12 +89,15 @@ class Fabric:
     latency_us: float = 20.0  # added to every size (inter-node); half of it within one node
     efficiency: Mapping[str, float] = field(default_factory=dict)  # per collective, default 0.92
     noise: float = 0.01
-    default: Node = Node("", None, 8, tuple(f"mlx5_{k}" for k in range(8)), 50.0, 450.0,
-                         "NVIDIA H100 80GB HBM3", ())
-    _rail_f: dict[tuple[str, int | None], float] = field(default_factory=dict, init=False, repr=False,
-                                                         compare=False)
+    default: Node = Node(
+        "", None, 8, tuple(f"mlx5_{k}" for k in range(8)), 50.0, 450.0, "NVIDIA H100 80GB HBM3", ()
+    )
+    _rail_f: dict[tuple[str, int | None], float] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
     _pair_f: dict[frozenset[str], list[tuple[int | None, float]]] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         rail_f = self._rail_f
@@ -108,9 +116,20 @@ class Fabric:
     def node(self, name: str) -> Node:
         """The node of that name; a host the fabric does not know gets the defaults, on no leaf."""
         n = self.nodes.get(name) or self.nodes.get(name.split(".", 1)[0])
-        return n if n is not None else Node(name, None, self.default.gpus, self.default.rails,
-                                            self.default.rail_GBps, self.default.nvlink_GBps,
-                                            self.default.gpu_name, self.default.bus_ids)
+        return (
+            n
+            if n is not None
+            else Node(
+                name,
+                None,
+                self.default.gpus,
+                self.default.rails,
+                self.default.rail_GBps,
+                self.default.nvlink_GBps,
+                self.default.gpu_name,
+                self.default.bus_ids,
+            )
+        )
 
     def rail_of(self, node: str, hca: str) -> int | None:
         rails = self.node(node).rails
@@ -119,7 +138,7 @@ class Fabric:
     def rail_GBps(self, node: str, rail: int) -> float:
         """Effective line rate of one rail of one node (faults applied, pair cables excluded)."""
         n, f = self.node(node), self._rail_f
-        return (n.rail_GBps * f.get((node, rail), 1.0) * f.get((node, -1), 1.0) * f.get((node, None), 1.0))
+        return n.rail_GBps * f.get((node, rail), 1.0) * f.get((node, -1), 1.0) * f.get((node, None), 1.0)
 
 
 def _per_rank(fab: Fabric, host: str, rails: tuple[int, ...], ranks: int, pair: dict[int, float]) -> float:
@@ -131,8 +150,9 @@ def _per_rank(fab: Fabric, host: str, rails: tuple[int, ...], ranks: int, pair: 
     return min(sum(eff[j] for j in range(i, len(eff), ranks)) for i in range(ranks))
 
 
-def bottleneck_GBps(fab: Fabric, hosts: Iterable[str], rails_used: Iterable[int] | None,
-                    ranks_per_node: int | None = None) -> float:
+def bottleneck_GBps(
+    fab: Fabric, hosts: Iterable[str], rails_used: Iterable[int] | None, ranks_per_node: int | None = None
+) -> float:
     """The bandwidth of the slowest link a rank of this run depends on (no efficiency, no noise)."""
     names = sorted(set(hosts))
     if not names:
@@ -158,8 +178,11 @@ def bottleneck_GBps(fab: Fabric, hosts: Iterable[str], rails_used: Iterable[int]
         if any(k < 0 or k >= len(node.rails) for k in rails) or not rails:
             raise ValueError(f"{h} has rails 0..{len(node.rails) - 1}, asked for {rails}")
         ranks = ranks_per_node or node.gpus
-        best = min(best, _per_rank(fab, h, rails, ranks, pair.get(h, {})),
-                   node.nvlink_GBps * fab._rail_f.get((h, None), 1.0))
+        best = min(
+            best,
+            _per_rank(fab, h, rails, ranks, pair.get(h, {})),
+            node.nvlink_GBps * fab._rail_f.get((h, None), 1.0),
+        )
         n_rails = max(n_rails, len(rails), ranks)
         if node.leaf is not None:
             leaves.add(node.leaf)
@@ -175,8 +198,16 @@ def _noise(fab: Fabric, key: str) -> float:
     return 1.0 + fab.noise * (2.0 * u - 1.0)
 
 
-def busbw_GBps(fab: Fabric, collective: str, hosts: Iterable[str], rails_used: Iterable[int] | None,
-               size_B: int, *, ranks_per_node: int | None = None, in_place: bool = False) -> float:
+def busbw_GBps(
+    fab: Fabric,
+    collective: str,
+    hosts: Iterable[str],
+    rails_used: Iterable[int] | None,
+    size_B: int,
+    *,
+    ranks_per_node: int | None = None,
+    in_place: bool = False,
+) -> float:
     """Bus bandwidth nccl-tests would report for ``collective`` of ``size_B`` bytes over ``hosts``.
 
     ``rails_used``: rail indices (None: all rails of each node); ``ranks_per_node``: default the node's
@@ -214,10 +245,16 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
         raise SiteConfigError(source, "", "a JSON object", type(d).__name__)
     dd = d.get("defaults", {})
     rails = tuple(dd.get("rails", [f"mlx5_{k}" for k in range(8)]))
-    default = Node("", None, int(_num(dd, "gpus", "defaults", source, 8)), rails,
-                   _num(dd, "rail_GBps", "defaults", source, 50.0),
-                   _num(dd, "nvlink_GBps", "defaults", source, 450.0),
-                   str(dd.get("gpu_name", "NVIDIA H100 80GB HBM3")), tuple(dd.get("bus_ids", ())))
+    default = Node(
+        "",
+        None,
+        int(_num(dd, "gpus", "defaults", source, 8)),
+        rails,
+        _num(dd, "rail_GBps", "defaults", source, 50.0),
+        _num(dd, "nvlink_GBps", "defaults", source, 450.0),
+        str(dd.get("gpu_name", "NVIDIA H100 80GB HBM3")),
+        tuple(dd.get("bus_ids", ())),
+    )
     leaf_of: dict[str, str] = {}
     leaves: dict[str, Leaf] = {}
     for i, lf in enumerate(_list(d.get("leaves"))):
@@ -236,38 +273,66 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
     for name in sorted(set(leaf_of) | set(over)):
         o = over.get(name, {})
         nodes[name] = Node(
-            name, leaf_of.get(name), int(_num(o, "gpus", name, source, default.gpus)),
-            tuple(o.get("rails", default.rails)), _num(o, "rail_GBps", name, source, default.rail_GBps),
+            name,
+            leaf_of.get(name),
+            int(_num(o, "gpus", name, source, default.gpus)),
+            tuple(o.get("rails", default.rails)),
+            _num(o, "rail_GBps", name, source, default.rail_GBps),
             _num(o, "nvlink_GBps", name, source, default.nvlink_GBps),
-            str(o.get("gpu_name", default.gpu_name)), tuple(o.get("bus_ids", default.bus_ids)))
+            str(o.get("gpu_name", default.gpu_name)),
+            tuple(o.get("bus_ids", default.bus_ids)),
+        )
     fd = d.get("faults", {}) or {}
     known = set(nodes) | set(leaves)
 
     def check(name: Any, key: str, pool: set[str] | dict[str, Any]) -> str:
         if name not in pool:
-            raise SiteConfigError(source, f"faults.{key}", f"a name in the fabric ({len(pool)} known)",
-                                  repr(name))
+            raise SiteConfigError(
+                source, f"faults.{key}", f"a name in the fabric ({len(pool)} known)", repr(name)
+            )
         return str(name)
 
     try:
         faults = Faults(
-            tuple((check(f["node"], "slow_rail", nodes), int(f["rail"]), float(f["factor"]))
-                  for f in _list(fd.get("slow_rail"))),
-            tuple((check(f["a"], "bad_cable", known), check(f["b"], "bad_cable", known),
-                   None if f.get("rail") is None else int(f["rail"]), float(f["factor"]))
-                  for f in _list(fd.get("bad_cable"))),
-            tuple((check(f["leaf"], "slow_uplink", leaves), float(f["factor"]))
-                  for f in _list(fd.get("slow_uplink"))),
-            tuple((check(f["node"], "slow_node", nodes), float(f["factor"]))
-                  for f in _list(fd.get("slow_node"))),
+            tuple(
+                (check(f["node"], "slow_rail", nodes), int(f["rail"]), float(f["factor"]))
+                for f in _list(fd.get("slow_rail"))
+            ),
+            tuple(
+                (
+                    check(f["a"], "bad_cable", known),
+                    check(f["b"], "bad_cable", known),
+                    None if f.get("rail") is None else int(f["rail"]),
+                    float(f["factor"]),
+                )
+                for f in _list(fd.get("bad_cable"))
+            ),
+            tuple(
+                (check(f["leaf"], "slow_uplink", leaves), float(f["factor"]))
+                for f in _list(fd.get("slow_uplink"))
+            ),
+            tuple(
+                (check(f["node"], "slow_node", nodes), float(f["factor"])) for f in _list(fd.get("slow_node"))
+            ),
             bool(fd.get("non_mpi", False)),
-            tuple(check(f["node"] if isinstance(f, Mapping) else f, "wrong", nodes)
-                  for f in _list(fd.get("wrong"))))
+            tuple(
+                check(f["node"] if isinstance(f, Mapping) else f, "wrong", nodes)
+                for f in _list(fd.get("wrong"))
+            ),
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
     eff = {str(k): float(v) for k, v in dict(d.get("efficiency", {})).items()}
-    return Fabric(nodes, leaves, faults, int(d.get("seed", 0)),
-                  _num(d, "latency_us", "", source, 20.0), eff, _num(d, "noise", "", source, 0.01), default)
+    return Fabric(
+        nodes,
+        leaves,
+        faults,
+        int(d.get("seed", 0)),
+        _num(d, "latency_us", "", source, 20.0),
+        eff,
+        _num(d, "noise", "", source, 0.01),
+        default,
+    )
 
 
 def load_fabric(path: str | Path) -> Fabric:

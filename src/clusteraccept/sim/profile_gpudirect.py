@@ -31,8 +31,10 @@ LSMOD = DATA / "lsmod" / "lsmod-grep-nvidia-peermem-gpu-operator-docs.txt"
 LSPCI = DATA / "lspci" / "lspci-vvv-s-amd-matisse-dsp-acs-on-kvm2023.txt"
 CLIENT = DATA / "perftest" / "ib_write_bw-roce-gke-h200-cuda-dmabuf-a-gbits-dranet.txt"
 SERVER = DATA / "perftest" / "ib_write_bw-ib-rtx4080-cuda-mibps-server.txt"
-DRIVER = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.20  Wed Mar 12 22:36:21 UTC 2025\n"
-          "GCC version:  gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n")
+DRIVER = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.20  Wed Mar 12 22:36:21 UTC 2025\n"
+    "GCC version:  gcc version 11.4.0 (Ubuntu 11.4.0-1ubuntu1~22.04)\n"
+)
 KERNEL = "5.15.0-131-generic\n"
 SWITCH = "Broadcom / LSI PEX890xx PCIe Gen 5 Switch (rev b0) (prog-if 00 [Normal decode])"
 ACS_OFF = "SrcValid- TransBlk- ReqRedir- CmpltRedir- UpstreamFwd- EgressCtrl- DirectTrans-"
@@ -85,8 +87,11 @@ def _server(s: Slot, model: str) -> str:
     text = text.replace("NVIDIA GeForce RTX 4080", model)
     text = text.replace("Device         : mlx5_0", f"Device         : {s.hca}")
     text = text.replace("BW peak[MiB/sec]    BW average[MiB/sec]", "BW peak[Gb/sec]    BW average[Gb/sec]")
-    return re.sub(r"(?m)^ 65536 .*$", f" {MESSAGE_B:<10} {ITERATIONS:<14} {WRITE_BW_Gbps + 0.9:<18.2f} "
-                  f"{WRITE_BW_Gbps:<19.2f} 0.046641", text)
+    return re.sub(
+        r"(?m)^ 65536 .*$",
+        f" {MESSAGE_B:<10} {ITERATIONS:<14} {WRITE_BW_Gbps + 0.9:<18.2f} {WRITE_BW_Gbps:<19.2f} 0.046641",
+        text,
+    )
 
 
 def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:

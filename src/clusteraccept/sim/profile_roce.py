@@ -37,8 +37,13 @@ QOS_FIXTURE = DATA / "mlnx_qos" / "mlnx-tools-d477a17-dscp-rxbuf-buffer-row-tc-u
 GIDS_FIXTURE = DATA / "show_gids" / "mlx5_bond_0-roce-ipv4-tabs.txt"
 ETHTOOL_FIXTURE = DATA / "ethtool-stats" / "mlx5_core-cx4-kernel4.15-ethq.txt"
 KINDS = ("trust_pcp", "pfc_wrong_prio", "ecn_rp_off", "mtu_1500")
-_PAUSE = ("rx_{}_pause", "rx_{}_pause_duration", "tx_{}_pause", "tx_{}_pause_duration",
-          "rx_{}_pause_transition")
+_PAUSE = (
+    "rx_{}_pause",
+    "rx_{}_pause_duration",
+    "tx_{}_pause",
+    "tx_{}_pause_duration",
+    "rx_{}_pause_transition",
+)
 
 
 def _row(label: str, values: list[int], indent: str) -> str:
@@ -51,7 +56,7 @@ def _dscp_lines(dscp2prio: list[int], indent: str) -> list[str]:
     for prio in range(8):
         dscps = sorted((d for d, p in enumerate(dscp2prio) if p == prio), reverse=True)
         for i in range(0, len(dscps), 8):
-            out.append(f"{indent}prio:{prio} dscp:" + "".join(f"{d:02d}," for d in dscps[i:i + 8]))
+            out.append(f"{indent}prio:{prio} dscp:" + "".join(f"{d:02d}," for d in dscps[i : i + 8]))
     return out
 
 

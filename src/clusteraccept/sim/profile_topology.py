@@ -99,8 +99,21 @@ def layout(node: str, site: Site, faults: list[dict[str, Any]]) -> list[Slot]:
         if r.gpu in moved:  # into a free root port of the other socket, after that socket's rail (k+4)%8
             nic_root = buses[(r.index + 4) % 8] - 3 + 5
             nic_socket, nic_bridges, nic_bdf = 1 - socket, (_bdf(nic_root, 1),), _bdf(nic_root + 1)
-        slots.append(Slot(r.index, r.gpu, r.hca, socket, f"pci0000:{root:02x}", (*up, _bdf(root + 2, 1)),
-                          nic_bridges, _bdf(root + 4), nic_bdf, nic_socket, f"pci0000:{nic_root:02x}"))
+        slots.append(
+            Slot(
+                r.index,
+                r.gpu,
+                r.hca,
+                socket,
+                f"pci0000:{root:02x}",
+                (*up, _bdf(root + 2, 1)),
+                nic_bridges,
+                _bdf(root + 4),
+                nic_bdf,
+                nic_socket,
+                f"pci0000:{nic_root:02x}",
+            )
+        )
     return slots
 
 
@@ -108,7 +121,8 @@ def _set(lines: list[str], row: int, col: int, value: str) -> None:
     line = lines[row].ljust(CELL * (col + 2))
     start = CELL * (col + 1)
     lines[row] = (line[:start] + value.ljust(CELL) + line[start + CELL :]).rstrip() + (
-        " " if lines[row].endswith(" ") else "")
+        " " if lines[row].endswith(" ") else ""
+    )
 
 
 @lru_cache(maxsize=4)
@@ -133,8 +147,10 @@ def topo_text(slots: list[Slot]) -> str:
                 _set(lines, 1 + nic_col, n + j.rail, other)
                 _set(lines, 1 + n + j.rail, nic_col, other)
     names = {f"NIC{s.rail}": s.hca for s in slots}
-    out = [re.sub(r"^(\s+)(NIC[0-9]+): \S+$", lambda m: f"{m.group(1)}{m.group(2)}: {names[m.group(2)]}", ln)
-           for ln in lines]
+    out = [
+        re.sub(r"^(\s+)(NIC[0-9]+): \S+$", lambda m: f"{m.group(1)}{m.group(2)}: {names[m.group(2)]}", ln)
+        for ln in lines
+    ]
     return "\n".join(out)
 
 
@@ -147,8 +163,14 @@ def ibstat_text(hcas: list[str]) -> str:
 
 
 def _device(part: Part, path: str, cls: str, numa: int, width: int) -> None:
-    attrs = {"class": cls, "numa_node": str(numa), "current_link_speed": GEN5, "max_link_speed": GEN5,
-             "current_link_width": str(width), "max_link_width": "16"}
+    attrs = {
+        "class": cls,
+        "numa_node": str(numa),
+        "current_link_speed": GEN5,
+        "max_link_speed": GEN5,
+        "current_link_width": str(width),
+        "max_link_width": "16",
+    }
     part.files.update({f"{path}/{k}": v + "\n" for k, v in attrs.items()})
 
 

@@ -171,6 +171,7 @@ def test_real_h200_vm_everything_skipped_with_reasons() -> None:
     verdicts = gd(site, vm_evidence("gpudirect"))
     assert_complete(site, verdicts, PER)
     assert {v.outcome for v in verdicts} == {Outcome.SKIP}
+    assert all(v.evidence for v in verdicts)
     peer = one(verdicts, "gpudirect.peermem", "vm1")
     assert peer.message == (
         "vm1: no RDMA device on this host (/sys/class/infiniband is empty): GPUDirect RDMA does not apply "

@@ -184,6 +184,7 @@ def test_real_h200_vm_gpu_checks_judged_nic_checks_skipped() -> None:
     assert {v.check for v in skipped} == {"topology.gpu_nic_affinity", "topology.nic_port",
                                           "topology.nic_pcie_link"}
     assert all("no RDMA device on this host (/sys/class/infiniband is empty" in v.message for v in skipped)
+    assert all(v.evidence for v in verdicts)  # a SKIP too says what it saw (the empty HCA listing)
     assert one(verdicts, "topology.pcie_link", "vm1:gpu0").message == (
         "vm1 gpu0 (0000:00:06.0): PCIe x16 at 32 GT/s, its maximum")
     wrong = parse_site(Path("vm.yaml"), {"name": "vm", "nodes": "vm1", "node_types": {"h": {
