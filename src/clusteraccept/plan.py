@@ -257,7 +257,9 @@ def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob
             if steps:
                 rounds.append(Round(len(rounds), f"{collective} pairs {i + 1}", tuple(steps)))
     if len(nodes) >= 2:
-        rounds.append(Round(len(rounds), "block", tuple(_block_steps(site, nodes, "block", block))))
+        # one collective at a time: a block collective uses every GPU and rail of its nodes
+        for step in _block_steps(site, nodes, "block", block):
+            rounds.append(Round(len(rounds), f"block {step.collective}", (step,)))
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
 
 
@@ -295,7 +297,8 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
     ]
     rounds = [replace(r, index=i) for i, r in enumerate(rounds)]
     all_nodes = tuple(n for m in blocks.values() for n in m)
-    rounds.append(Round(len(rounds), "all nodes", tuple(_block_steps(site, all_nodes, "all", "all"))))
+    for step in _block_steps(site, all_nodes, "all", "all"):
+        rounds.append(Round(len(rounds), f"all nodes {step.collective}", (step,)))
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
 
 

@@ -18,7 +18,9 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-t
 srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait
-# round 1: all nodes (2 concurrent steps)
+# round 1: all nodes all_reduce (1 concurrent steps)
 srun -N 4 -n 32 --ntasks-per-node=8 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
+wait
+# round 2: all nodes alltoall (1 concurrent steps)
 srun -N 4 -n 32 --ntasks-per-node=8 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait

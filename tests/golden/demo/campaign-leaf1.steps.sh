@@ -14,7 +14,9 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w node1,node2 --exact --overlap --cpus-per-t
 srun -N 2 -n 2 --ntasks-per-node=1 -w node1,node2 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w node1,node2 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait
-# round 2: block (2 concurrent steps)
+# round 2: block all_reduce (1 concurrent steps)
 srun -N 2 -n 16 --ntasks-per-node=8 -w node1,node2 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
+wait
+# round 3: block alltoall (1 concurrent steps)
 srun -N 2 -n 16 --ntasks-per-node=8 -w node1,node2 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait

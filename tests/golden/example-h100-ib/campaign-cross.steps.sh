@@ -988,7 +988,9 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# round 14: all nodes (2 concurrent steps)
+# round 14: all nodes all_reduce (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
+wait
+# round 15: all nodes alltoall (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait

@@ -248,7 +248,9 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce13,roce14 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce13,roce14 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce13,roce14 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# round 8: block (2 concurrent steps)
+# round 8: block all_reduce (1 concurrent steps)
 srun -N 8 -n 64 --ntasks-per-node=8 -w 'roce[09-16]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
+wait
+# round 9: block alltoall (1 concurrent steps)
 srun -N 8 -n 64 --ntasks-per-node=8 -w 'roce[09-16]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
