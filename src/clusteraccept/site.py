@@ -6,6 +6,7 @@ Every error is ONE line naming the file, the key path, what was expected and wha
 from __future__ import annotations
 
 import os
+import socket
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -142,6 +143,9 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
     """``node[01-04,07]`` -> names, through python-hostlist (the same syntax as Slurm's)."""
     value = sec.raw(key)
     items = value if isinstance(value, list) else [value]
+    # "{hostname}": this machine (single-host sites run with the local executor, e.g. local-gpu.yaml)
+    items = [i.replace("{hostname}", socket.gethostname().split(".")[0]) if isinstance(i, str) else i
+             for i in items]
     out: list[str] = []
     for item in items:
         if not isinstance(item, str):
