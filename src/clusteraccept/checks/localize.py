@@ -33,8 +33,15 @@ class Culprit:
     message: str
 
 
-def _pair(row: pd.Series) -> str:
-    return f"{row['a']}-{row['b']}:rail{int(row['rail'])}"
+def _keys(frame: pd.DataFrame) -> pd.Series:
+    """``a-b:railk`` per row (vectorized: half a million rows at 4,096 nodes)."""
+    return (
+        frame["a"].astype(str)
+        + "-"
+        + frame["b"].astype(str)
+        + ":rail"
+        + frame["rail"].astype(int).astype(str)
+    )
 
 
 def _long(frame: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +61,7 @@ def _long(frame: pd.DataFrame) -> pd.DataFrame:
 def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
     if frame.empty or not frame["slow"].any():
         return []
-    frame = frame.reset_index(drop=True).assign(key=lambda f: f.apply(_pair, axis=1))
+    frame = frame.reset_index(drop=True).assign(key=_keys)
     explained: set[str] = set()
     culprits: list[Culprit] = []
     long = _long(frame)
