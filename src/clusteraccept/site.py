@@ -6,8 +6,8 @@ Every error is ONE line naming the file, the key path, what was expected and wha
 from __future__ import annotations
 
 import os
-import socket
 import re
+import socket
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
