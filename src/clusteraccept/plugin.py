@@ -108,6 +108,16 @@ def pytest_configure(config: pytest.Config) -> None:
         # Every Slurm client (sbatch, sacct, srun in jobs) must read this file: without SLURM_CONF the
         # clients try "configless" DNS SRV look-ups.
         os.environ["SLURM_CONF"] = state.site.slurm.slurm_conf
+    if state.site.blocks_from_slurm:
+        import dataclasses
+
+        from clusteraccept.errors import SubmitError
+        from clusteraccept.submit import slurm_blocks
+
+        try:
+            state.site = dataclasses.replace(state.site, blocks=slurm_blocks(state.site))
+        except SubmitError as exc:
+            raise pytest.UsageError(f"{state.site.file}: blocks: {exc}") from None
     state.dry_run = config.getoption("--dry-run")
     state.executor = config.getoption("--executor")
     rejudge = config.getoption("--rejudge")

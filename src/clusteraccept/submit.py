@@ -375,3 +375,27 @@ def _read_spool(spool: Path | None) -> list[Evidence]:
 def slurm_env() -> dict[str, str]:
     """Client environment for Slurm commands; SLURM_CONF must be set (else clients do DNS SRV look-ups)."""
     return {k: v for k, v in os.environ.items() if k == "SLURM_CONF"}
+
+
+def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
+    """The site's blocks as Slurm knows them (``blocks: slurm``): ``scontrol show topology`` (topology/tree
+    leaf switches or topology/block blocks), restricted to the site's nodes; nodes in no block form "rest"."""
+    from clusteraccept import runner
+    from clusteraccept.errors import ParseError
+    from clusteraccept.parsers import scontrol_topology
+
+    ev = runner.run(["scontrol", "show", "topology"], timeout_s=30, source="scontrol-topology")
+    if not ev.ok:
+        raise SubmitError(f"blocks: slurm needs `scontrol show topology`: {(ev.stderr or 'no output').strip()}")
+    try:
+        topo = scontrol_topology.parse(ev.stdout)
+    except ParseError as exc:
+        raise SubmitError(f"scontrol show topology: {exc}") from None
+    wanted = set(site.nodes)
+    blocks = {name: tuple(n for n in nodes if n in wanted) for name, nodes in topo.blocks.items()}
+    blocks = {name: nodes for name, nodes in blocks.items() if nodes}
+    placed = {n for nodes in blocks.values() for n in nodes}
+    rest = tuple(n for n in site.nodes if n not in placed)
+    if rest:
+        blocks["rest"] = rest
+    return blocks

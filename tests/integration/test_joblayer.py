@@ -153,3 +153,20 @@ def test_sbatch_refusal_is_an_error_with_sbatch_message(vcluster: Any) -> None:
     assert "invalid partition" in outcome.message.lower(), outcome.message
     assert outcome.missing == vcluster.nodes
     assert isinstance(SubmitError(outcome.message), SubmitError)
+
+
+def test_blocks_from_scontrol_topology(vcluster: Any) -> None:
+    from clusteraccept.submit import slurm_blocks
+
+    site = parse_site(
+        Path("vtest.yaml"),
+        {
+            "name": "vtest",
+            "slurm": {"partition": vcluster.partition, "slurm_conf": str(vcluster.slurm_conf)},
+            "nodes": ",".join(vcluster.nodes),
+            "blocks": "slurm",
+            "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
+        },
+    )
+    assert site.blocks_from_slurm
+    assert slurm_blocks(site) == {"leaf1": ("node1", "node2"), "leaf2": ("node3", "node4")}

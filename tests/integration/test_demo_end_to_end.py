@@ -1,0 +1,72 @@
+"""The demo site end to end on the virtual Slurm cluster: real sbatch/srun, simulated hardware and fabric.
+
+Exactly the injected faults fail; every node's evidence lands in raw/; every job completes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.vcluster
+
+EXPECTED_FAILURES = {
+    "suites/test_gpudirect.py::test_peermem[node4]",
+    "suites/test_gpudirect.py::test_acs[node4:gpu1]",
+    "suites/test_nccl_blocks.py::test_block_busbw[leaf2]",
+    "suites/test_nccl_blocks.py::test_block_busbw[all]",
+    "suites/test_nccl_pairs.py::test_pair_busbw[node3-node4:rail5]",
+    "suites/test_nccl_pairs.py::test_pair_busbw[node2-node3:rail5]",
+    "suites/test_nccl_pairs.py::test_node_not_blamed[node3]",
+    "suites/test_topology.py::test_gpu_nic_affinity[node2:gpu3]",
+    "suites/test_topology.py::test_gpu_pcie_link[node1:gpu6]",
+}
+
+
+def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+    site = (REPO / "site-configs" / "demo.yaml").read_text()
+    site = site.replace(
+        'slurm_conf: "{repo}/.vcluster/demo/etc/slurm.conf"', f'slurm_conf: "{vcluster.slurm_conf}"'
+    )
+    site_file = tmp_path / "demo.yaml"
+    site_file.write_text(site)
+    reports = tmp_path / "reports"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/",
+            f"--site={site_file}",
+            f"--reports-dir={reports}",
+            "-q",
+            "-p",
+            "no:randomly",
+            "-rf",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+        check=False,
+    )
+    failed = {
+        line.split(" - ")[0].removeprefix("FAILED ")
+        for line in proc.stdout.splitlines()
+        if line.startswith("FAILED ")
+    }
+    assert failed == EXPECTED_FAILURES, proc.stdout[-3000:]
+    (run,) = [p for p in (reports / "demo").iterdir() if p.name != "latest"]
+    results = json.loads((run / "results.json").read_text())
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    assert all(j["missing"] == [] for j in results["jobs"])
+    assert all(j["job_id"].isdigit() for j in results["jobs"])
+    hosts = {p.name for p in (run / "raw" / "topology").iterdir()}
+    assert hosts == {"node1", "node2", "node3", "node4"}
+    assert (run / "report.html").exists() and (run / "junit.xml").exists()
