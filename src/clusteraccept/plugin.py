@@ -51,6 +51,9 @@ class State:
     subjects: frozenset[str] | None = None
     results: dict[str, Any] | None = None
     verdicts: list[Verdict] = field(default_factory=list)
+    resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
+    resume_token: str | None = None  # one resume per session, shared by xdist workers
+    ops_lines: list[str] = field(default_factory=list)  # what ops did after the run (drain), for the summary
 
 
 STATE = pytest.StashKey[State]()
@@ -84,6 +87,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="RUN_DIR",
         help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing",
+    )
+    # --- operations (clusteraccept.ops) ---
+    g.addoption(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="rerun only what RUN_DIR lost (missing subjects, ERROR verdicts) and merge it into that run",
+    )
+    g.addoption(
+        "--drain-failed",
+        nargs="?",
+        const="preview",
+        default=None,
+        choices=("preview", "apply"),
+        help="after the run, drain the nodes it convicted (and undrain ours that pass): print/write the "
+        "scontrol commands (default), or run them with --drain-failed=apply",
     )
 
 
@@ -129,6 +148,16 @@ def pytest_configure(config: pytest.Config) -> None:
             )
         state.run_dir, state.run_id = state.rejudge, state.rejudge.name
         return
+    if config.getoption("--resume"):  # ops: resume an earlier run in place
+        from clusteraccept.ops.resume import new_token
+
+        state.resume = Path(config.getoption("--resume"))
+        if not (state.resume / session.RESULTS).exists():
+            raise pytest.UsageError(f"--resume {state.resume}: expected a run directory with results.json")
+        state.run_dir, state.run_id = state.resume, state.resume.name
+        workerinput = getattr(config, "workerinput", None) or {}
+        state.resume_token = workerinput.get("ca_resume_token") or new_token()
+        return
     reports = Path(config.getoption("--reports-dir") or REPO_ROOT / "reports")
     workerinput = getattr(config, "workerinput", None)
     state.run_id = (workerinput or {}).get("ca_run_id") or config.getoption("--run-id") or new_run_id()
@@ -142,6 +171,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """xdist (controller): every worker joins the controller's run."""
     node.workerinput["ca_run_id"] = node.config.stash[STATE].run_id
+    node.workerinput["ca_resume_token"] = node.config.stash[STATE].resume_token
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -188,6 +218,16 @@ def _results(config: pytest.Config) -> dict[str, Any]:
     if state.rejudge is not None:
         with locked(state.run_dir):
             state.results = session.rejudge(state.site, state.run_dir)
+    elif state.resume is not None:
+        from clusteraccept.ops.resume import ResumeError, resume_run
+
+        with locked(state.run_dir):
+            try:
+                state.results = resume_run(
+                    state.site, state.run_dir, executor=state.executor, token=state.resume_token
+                )
+            except ResumeError as exc:
+                raise pytest.UsageError(str(exc)) from None
     else:
         path = state.run_dir / session.RESULTS
         with locked(state.run_dir):
@@ -253,6 +293,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from clusteraccept.report import write_reports
 
         write_reports(state.run_dir)
+        drain = session.config.getoption("--drain-failed")
+        if drain and state.site is not None:  # ops: opt-in drain/undrain after the run
+            from clusteraccept.ops.drain import run_for_site
+
+            state.ops_lines = run_for_site(state.site, state.run_dir, apply_now=drain == "apply")
         proposal = session.config.getoption("--propose-baselines")
         if proposal:
             from clusteraccept.propose import write_proposal
@@ -272,3 +317,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"  {state.run_dir / name}")
     if state.dry_run:
         terminalreporter.write_line(f"  dry run: job scripts in {state.run_dir / 'jobs'}")
+    for line in state.ops_lines:
+        terminalreporter.write_line(line)
