@@ -386,7 +386,8 @@ def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
 
     ev = runner.run(["scontrol", "show", "topology"], timeout_s=30, source="scontrol-topology")
     if not ev.ok:
-        raise SubmitError(f"blocks: slurm needs `scontrol show topology`: {(ev.stderr or 'no output').strip()}")
+        why = (ev.stderr or "no output").strip()
+        raise SubmitError(f"blocks: slurm needs `scontrol show topology`: {why}")
     try:
         topo = scontrol_topology.parse(ev.stdout)
     except ParseError as exc:
