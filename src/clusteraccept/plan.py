@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import random
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -43,6 +44,7 @@ class Step:
     shape: tuple[str, ...] = field(default=(), compare=False, repr=False)
     node_pos: int = field(default=-1, compare=False, repr=False)
     env_pos: tuple[int, ...] = field(default=(), compare=False, repr=False)
+    tool: str = "nccl-tests"  # or "torch-nccl" (the fallback collector): the evidence source and parser
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -142,8 +144,20 @@ def greedy_matchings(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, s
     return [members for members, _ in rounds]
 
 
-def _bin(site: Site, collective: str) -> str:
-    return f"{(site.tools.nccl_tests_bin or 'nccl-tests-bin-not-configured').rstrip('/')}/{collective}_perf"
+def tool_of(site: Site) -> str:
+    """What measures the collectives: nccl-tests, or the PyTorch NCCL fallback where the site has no
+    nccl-tests binaries and asks for it (``nccl.fallback: torch``)."""
+    fallback = site.tools.nccl_tests_bin is None and site.nccl.fallback == "torch"
+    return "torch-nccl" if fallback else "nccl-tests"
+
+
+def _bin(site: Site, collective: str) -> tuple[str, ...]:
+    """The command before the nccl-tests flags (the fallback takes the same flags: probes/torch_nccl.py)."""
+    if tool_of(site) == "torch-nccl":
+        python = site.slurm.python or sys.executable
+        return (python, "-m", "clusteraccept.probes.torch_nccl", "--collective", collective)
+    bin_dir = (site.tools.nccl_tests_bin or "nccl-tests-bin-not-configured").rstrip("/")
+    return (f"{bin_dir}/{collective}_perf",)
 
 
 def _nodelist(nodes: tuple[str, ...]) -> str:
@@ -153,7 +167,7 @@ def _nodelist(nodes: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=256)
 def _argv_shape(
-    binary: str, n_env: int, n_nodes: int, tasks_per_node: int, nccl: Nccl, step_time_min: int
+    binary: tuple[str, ...], n_env: int, n_nodes: int, tasks_per_node: int, nccl: Nccl, step_time_min: int
 ) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
     """The step's argv rendered once per shape, with sentinels where per-step values go, and their positions.
 
@@ -200,14 +214,15 @@ def _step(
         site.nccl,
         max(1, -(-site.slurm.step_timeout_s // 60)),
     )
-    return Step(kind, scope, collective, nodes, rail, subject, tuple(env.items()), shape, node_pos, env_pos)
+    env_t = tuple(env.items())
+    return Step(kind, scope, collective, nodes, rail, subject, env_t, shape, node_pos, env_pos, tool_of(site))
 
 
 def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
     shape, node_pos, env_pos = _argv_shape(
-        _bin(site, collective), 2, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
+        _bin(site, collective), 3, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
     )
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
@@ -219,10 +234,16 @@ def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list
             (a, b),
             rail.index,
             f"{a}-{b}:rail{rail.index}",
-            (("CUDA_VISIBLE_DEVICES", str(rail.gpu)), ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}")),
+            (
+                ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
+                ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),
+                # the INFO log says which transport NCCL chose (NET/IB, /GDRDMA): read it before judging
+                ("NCCL_DEBUG", "INFO"),
+            ),
             shape,
             node_pos,
             env_pos,
+            tool_of(site),
         )
         for rail in site.node_type(a).rails
     ]
@@ -248,9 +269,13 @@ def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> 
 
 def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob:
     rounds: list[Round] = []
-    intra = [s for node in nodes for s in _step_list_intra(site, node)]
-    if intra:
-        rounds.append(Round(len(rounds), "intra-node", tuple(intra)))
+    # every node at once, one collective at a time (each uses all of a node's GPUs)
+    collectives = site.nccl.intra_collectives
+    for c in collectives:
+        intra = [s for node in nodes for s in _step_list_intra(site, node, c)]
+        if intra:
+            label = "intra-node" if len(collectives) == 1 else f"intra-node {c}"
+            rounds.append(Round(len(rounds), label, tuple(intra)))
     for collective in site.nccl.pair_collectives:
         for i, pairs in enumerate(circle_rounds(nodes)):
             steps = [s for a, b in pairs for s in _pair_steps(site, a, b, "pair_in_block", collective)]
@@ -263,7 +288,7 @@ def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
 
 
-def _step_list_intra(site: Site, node: str) -> list[Step]:
+def _step_list_intra(site: Site, node: str, collective: str) -> list[Step]:
     gpus = site.node_type(node).gpus
     if gpus < 2:
         return []
@@ -272,7 +297,7 @@ def _step_list_intra(site: Site, node: str) -> list[Step]:
             site,
             kind="node",
             scope="intra_node",
-            collective="all_reduce",
+            collective=collective,
             nodes=(node,),
             rail=None,
             subject=node,

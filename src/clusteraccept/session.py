@@ -20,6 +20,7 @@ from clusteraccept.baselines import Verdict
 from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence, archive, load
 from clusteraccept.plan import CampaignJob, Plan, describe, make_plan
+from clusteraccept.redact import redact_evidence, redact_text
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import read_json, write_json
 from clusteraccept.site import Site
@@ -96,6 +97,9 @@ def _header(req: Request, plan: Plan) -> dict[str, Any]:
         "executor": req.executor or site.slurm.executor,
         "baselines_file": site.baselines_file or site.file,
         "baselines_sha256": baselines_hash(site),
+        "nodes": list(site.nodes),
+        "blocks": {name: list(members) for name, members in site.blocks.items()},
+        "subset": req.subjects is not None,  # -k selected some campaign steps only: not a full acceptance
         "plan": describe(plan),
     }
 
@@ -106,7 +110,7 @@ def _outcome_dict(o: JobOutcome) -> dict[str, Any]:
         "job_id": o.job_id,
         "state": o.state,
         "missing": list(o.missing),
-        "message": o.message,
+        "message": redact_text(o.message),
         "evidence_count": len(o.evidence),
     }
 
@@ -116,7 +120,10 @@ def judge_all(
 ) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for family in (*families, *(("nccl",) if nccl else ())):
-        verdicts.extend(checks.judge(family, site, archived.get(family, []), site.nodes))
+        evidence = list(archived.get(family, []))
+        if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
+            evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
+        verdicts.extend(checks.judge(family, site, evidence, site.nodes))
     return verdicts
 
 
@@ -139,12 +146,12 @@ def execute(req: Request) -> dict[str, Any]:
     raw = req.run_dir / "raw"
     for o in outcomes:
         for ev in o.evidence:  # archive everything BEFORE any parser sees it
+            ev = redact_evidence(ev)  # judged as archived: no message can quote a secret
             family = ev.meta.get("check", "misc")
             name = f"{ev.meta['collective']}_{ev.meta['subject']}" if "subject" in ev.meta else None
             path = archive(ev, raw, family, name)
             archived[family].append((ev, str(path.relative_to(req.run_dir))))
-    fps = fingerprints(archived.get("fingerprint", []))
-    results["fingerprint"] = {"nodes": fps, "differences": differences(fps)}
+    results["fingerprint"] = fingerprint_of(archived)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl)
     results["verdicts"] = [v.to_dict() for v in verdicts]
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
@@ -163,10 +170,20 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     verdicts = judge_all(site, archived, families, "nccl" in results.get("families", []))
     results["verdicts"] = [v.to_dict() for v in verdicts]
+    results["fingerprint"] = fingerprint_of(archived)
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
+    results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
     write_json(run_dir / RESULTS, results)
     return results
+
+
+def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str, Any]:
+    """Per-node versions (fingerprint probe, ibstat firmware, nccl-tests/NCCL headers) and the outliers."""
+    ibstat = [e for e in archived.get("topology", []) if e[0].source == "ibstat"]
+    per_node = archived.get("fingerprint", []) + ibstat
+    fps = fingerprints(per_node, archived.get("nccl", []))
+    return {"nodes": fps, "differences": differences(fps)}
 
 
 def probe_options(site: Site) -> dict[str, object]:

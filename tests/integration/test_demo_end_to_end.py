@@ -19,6 +19,7 @@ pytestmark = pytest.mark.vcluster
 EXPECTED_FAILURES = {
     "suites/test_gpudirect.py::test_peermem[node4]",
     "suites/test_gpudirect.py::test_acs[node4:gpu1]",
+    "suites/test_gpudirect.py::test_nccl_gdrdma[node4]",
     "suites/test_nccl_blocks.py::test_block_busbw[leaf2]",
     "suites/test_nccl_blocks.py::test_block_busbw[all]",
     "suites/test_nccl_pairs.py::test_pair_busbw[node3-node4:rail5]",

@@ -78,6 +78,7 @@ class Faults:
     slow_node: tuple[tuple[str, float], ...] = ()  # (node, factor)
     non_mpi: bool = False  # every task runs alone: nranks 1, busbw 0
     wrong: tuple[str, ...] = ()  # nodes whose ranks corrupt data (#wrong > 0)
+    no_gdr: tuple[str, ...] = ()  # nodes whose NET channels run without GPUDirect RDMA (no /GDRDMA)
 
 
 @dataclass(frozen=True)
@@ -318,6 +319,10 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             tuple(
                 check(f["node"] if isinstance(f, Mapping) else f, "wrong", nodes)
                 for f in _list(fd.get("wrong"))
+            ),
+            tuple(
+                check(f["node"] if isinstance(f, Mapping) else f, "no_gdr", nodes)
+                for f in _list(fd.get("no_gdr"))
             ),
         )
     except (KeyError, TypeError, ValueError) as exc:

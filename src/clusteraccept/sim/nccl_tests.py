@@ -498,7 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]))
     if json_path and doc is not None:
         Path(json_path).write_text(json.dumps(doc, separators=(",", ":")))
-    sys.stdout.write(text)
+    from clusteraccept.sim.nccl_info import with_info
+
+    sys.stdout.write(with_info(text, fab, hosts, env))
     sys.stdout.flush()
     return rc
 

@@ -16,6 +16,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.plan import Step
 from clusteraccept.sim.fabric import Fabric, fabric_from_dict
 from clusteraccept.sim.hosts import build_profiles
+from clusteraccept.sim.nccl_info import with_info
 from clusteraccept.sim.nccl_tests import install_bin_dir, parse_args, render
 from clusteraccept.site import Site
 
@@ -39,6 +40,11 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
     faults: dict[str, list[dict[str, Any]] | bool] = {}
     for f in site.sim_faults:
         kind = f["kind"]
+        if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
+            no_gdr = faults.setdefault("no_gdr", [])
+            assert isinstance(no_gdr, list)
+            no_gdr.append({"node": f["node"]})
+            continue
         if kind not in FABRIC_KINDS:
             continue
         if kind == "non_mpi":
@@ -102,6 +108,7 @@ def simulate_step(fabric: Fabric, step: Step) -> Evidence:
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
     text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
+    text = with_info(text, fabric, list(step.nodes), env)
     meta = {
         "check": "nccl",
         "kind": step.kind,
