@@ -59,7 +59,8 @@ def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[
 def local_argv(step: Step) -> tuple[str, ...]:
     """The step as this one machine runs it without srun (the ``local`` executor: every node is here).
 
-    One process drives all of a node's ranks (nccl-tests ``-g <n>``, as on a single host built with MPI=0),
+    One process drives all of a node's ranks (nccl-tests ``-g <n>``, as on a single host built with MPI=0;
+    the PyTorch fallback then starts one process per GPU itself),
     and the environment tells it the placement srun would have made (SLURM_STEP_* variables, srun(1)).
     """
     argv = list(step.argv)
@@ -79,18 +80,8 @@ def local_argv(step: Step) -> tuple[str, ...]:
 
 def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = False) -> Evidence:
     argv = local_argv(step) if local else step.argv
-    ev = runner.run(argv, timeout_s=timeout_s, source="nccl-tests")
-    meta = {
-        "check": "nccl",
-        "kind": step.kind,
-        "scope": step.scope,
-        "collective": step.collective,
-        "subject": step.subject,
-        "nodes": ",".join(step.nodes),
-        "round": round_label,
-        "rail": "" if step.rail is None else str(step.rail),
-    }
-    return replace(ev, host=step.subject, meta={**ev.meta, **meta})
+    ev = runner.run(argv, timeout_s=timeout_s, source=step.tool)
+    return replace(ev, host=step.subject, meta={**ev.meta, **step.meta(), "round": round_label})
 
 
 def drive_campaign(

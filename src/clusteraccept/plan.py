@@ -59,6 +59,18 @@ class Step:
     def name(self) -> str:
         return f"{self.collective}:{self.subject}"
 
+    def meta(self) -> dict[str, str]:
+        """What the judges need to know about the step, carried in its Evidence.meta."""
+        return {
+            "check": "nccl",
+            "kind": self.kind,
+            "scope": self.scope,
+            "collective": self.collective,
+            "subject": self.subject,
+            "nodes": ",".join(self.nodes),
+            "rail": "" if self.rail is None else str(self.rail),
+        }
+
 
 @dataclass(frozen=True)
 class Round:

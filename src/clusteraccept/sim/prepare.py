@@ -109,16 +109,7 @@ def simulate_step(fabric: Fabric, step: Step) -> Evidence:
     assert not isinstance(opts, str), opts
     text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
     text = with_info(text, fabric, list(step.nodes), env)
-    meta = {
-        "check": "nccl",
-        "kind": step.kind,
-        "scope": step.scope,
-        "collective": step.collective,
-        "subject": step.subject,
-        "nodes": ",".join(step.nodes),
-        "rail": "" if step.rail is None else str(step.rail),
-        "simulated": "in-process",
-    }
+    meta = {**step.meta(), "simulated": "in-process"}
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 
 
