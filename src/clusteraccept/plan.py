@@ -45,6 +45,8 @@ class Step:
     node_pos: int = field(default=-1, compare=False, repr=False)
     env_pos: tuple[int, ...] = field(default=(), compare=False, repr=False)
     tool: str = "nccl-tests"  # or "torch-nccl" (the fallback collector): the evidence source and parser
+    family: str = "nccl"  # the check family that judges it ("sharp" for the SHARP on/off runs)
+    variant: str = ""  # "on" / "off" for the SHARP runs
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -62,7 +64,8 @@ class Step:
     def meta(self) -> dict[str, str]:
         """What the judges need to know about the step, carried in its Evidence.meta."""
         return {
-            "check": "nccl",
+            "check": self.family,
+            **({"sharp": self.variant} if self.variant else {}),
             "kind": self.kind,
             "scope": self.scope,
             "collective": self.collective,
@@ -217,6 +220,8 @@ def _step(
     subject: str,
     tasks_per_node: int,
     env: dict[str, str],
+    family: str = "nccl",
+    variant: str = "",
 ) -> Step:
     shape, node_pos, env_pos = _argv_shape(
         _bin(site, collective),
@@ -227,7 +232,42 @@ def _step(
         max(1, -(-site.slurm.step_timeout_s // 60)),
     )
     env_t = tuple(env.items())
-    return Step(kind, scope, collective, nodes, rail, subject, env_t, shape, node_pos, env_pos, tool_of(site))
+    tool = tool_of(site)
+    return Step(
+        kind, scope, collective, nodes, rail, subject, env_t, shape, node_pos, env_pos, tool, family, variant
+    )
+
+
+def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) -> list[Round]:
+    """An all_reduce across the nodes with the site's SHARP settings and the same without (NCCL_COLLNET_ENABLE
+    per NCCL's env docs), both logging NCCL INFO: the sharp family reads the CollNet channels and the uplift."""
+    if not site.sharp.enabled or len(nodes) < 2 or tool_of(site) != "nccl-tests":
+        return []
+    gpus = min(site.node_type(n).gpus for n in nodes)
+    on = {**site.sharp.env, "NCCL_COLLNET_ENABLE": "1", "NCCL_DEBUG": "INFO"}
+    off = {"NCCL_COLLNET_ENABLE": "0", "NCCL_DEBUG": "INFO"}
+    return [
+        Round(
+            first + i,
+            f"sharp {variant}",
+            (
+                _step(
+                    site,
+                    kind="block",
+                    scope="sharp",
+                    collective="all_reduce",
+                    nodes=nodes,
+                    rail=None,
+                    subject=subject,
+                    tasks_per_node=gpus,
+                    env=env,
+                    family="sharp",
+                    variant=variant,
+                ),
+            ),
+        )
+        for i, (variant, env) in enumerate((("on", on), ("off", off)))
+    ]
 
 
 def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
@@ -297,6 +337,7 @@ def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob
         # one collective at a time: a block collective uses every GPU and rail of its nodes
         for step in _block_steps(site, nodes, "block", block):
             rounds.append(Round(len(rounds), f"block {step.collective}", (step,)))
+    rounds += _sharp_rounds(site, nodes, block, len(rounds))
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
 
 
@@ -336,6 +377,7 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
     all_nodes = tuple(n for m in blocks.values() for n in m)
     for step in _block_steps(site, all_nodes, "all", "all"):
         rounds.append(Round(len(rounds), f"all nodes {step.collective}", (step,)))
+    rounds += _sharp_rounds(site, all_nodes, "all", len(rounds))
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
 
 

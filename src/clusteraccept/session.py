@@ -19,7 +19,7 @@ from clusteraccept import checks
 from clusteraccept.baselines import Verdict
 from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence, archive, load
-from clusteraccept.plan import CampaignJob, Plan, describe, make_plan
+from clusteraccept.plan import CampaignJob, Plan, Step, describe, make_plan
 from clusteraccept.redact import redact_evidence, redact_text
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import read_json, write_json
@@ -40,14 +40,18 @@ class Request:
     executor: str | None = None
 
 
-def _filter(plan: Plan, subjects: frozenset[str] | None) -> Plan:
-    if subjects is None:
-        return plan
+def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ...], nccl: bool) -> Plan:
+    """Keep the campaign steps the selected tests need: nccl steps when nccl tests are selected (only the
+    selected subjects, ``-k``), the SHARP on/off runs when the sharp family is."""
+
+    def wanted(step: Step) -> bool:
+        if step.family == "nccl":
+            return nccl and (subjects is None or step.subject in subjects)
+        return step.family in families
+
     jobs: list[CampaignJob] = []
     for job in plan.campaign_jobs:
-        rounds = tuple(
-            replace(r, steps=tuple(s for s in r.steps if s.subject in subjects)) for r in job.rounds
-        )
+        rounds = tuple(replace(r, steps=tuple(s for s in r.steps if wanted(s))) for r in job.rounds)
         rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
         if rounds:
             jobs.append(replace(job, rounds=rounds))
@@ -128,7 +132,9 @@ def judge_all(
 
 
 def execute(req: Request) -> dict[str, Any]:
-    plan = _filter(make_plan(req.site, families=req.families, nccl=req.nccl), req.subjects)
+    campaigns = req.nccl or "sharp" in req.families
+    plan = make_plan(req.site, families=req.families, nccl=campaigns)
+    plan = _filter(plan, req.subjects, req.families, req.nccl)
     results = _header(req, plan)
     if req.site.simulated and not req.dry_run:
         from clusteraccept.sim.prepare import prepare

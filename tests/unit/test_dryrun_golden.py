@@ -34,7 +34,9 @@ def test_dry_run_scripts_match_golden(tmp_path: Path, site_name: str) -> None:
     site = load_site(site_name, REPO_ROOT / "site-configs")
     run_dir = tmp_path / "run"
     (run_dir / "raw").mkdir(parents=True)
-    results = execute(Request(site=site, run_dir=run_dir, families=("topology",), nccl=True, dry_run=True))
+    results = execute(
+        Request(site=site, run_dir=run_dir, families=("topology", "sharp"), nccl=True, dry_run=True)
+    )
     assert {j["state"] for j in results["jobs"]} == {"DRY_RUN"}
     assert not (run_dir / "submitit").exists() or not any((run_dir / "submitit").rglob("*.pkl"))
     produced = sorted((run_dir / "jobs").iterdir())

@@ -27,7 +27,7 @@ from clusteraccept.subjects import subjects
 
 FAMILY = "sharp"
 CHECKS = ("sharp.hello", "sharp.collnet", "sharp.uplift")
-NO_CAMPAIGN = "needs a SHARP campaign run (not planned in this version)"
+NO_CAMPAIGN = "no SHARP on/off all_reduce run came back for this block (see the campaign job in results.json)"
 Archived = tuple[Evidence, str]
 
 

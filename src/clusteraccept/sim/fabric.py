@@ -79,6 +79,7 @@ class Faults:
     non_mpi: bool = False  # every task runs alone: nranks 1, busbw 0
     wrong: tuple[str, ...] = ()  # nodes whose ranks corrupt data (#wrong > 0)
     no_gdr: tuple[str, ...] = ()  # nodes whose NET channels run without GPUDirect RDMA (no /GDRDMA)
+    no_sharp: tuple[str, ...] = ()  # nodes the SHARP aggregation manager refuses ("No resource")
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,10 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             tuple(
                 check(f["node"] if isinstance(f, Mapping) else f, "no_gdr", nodes)
                 for f in _list(fd.get("no_gdr"))
+            ),
+            tuple(
+                check(f["node"] if isinstance(f, Mapping) else f, "no_sharp", nodes)
+                for f in _list(fd.get("no_sharp"))
             ),
         )
     except (KeyError, TypeError, ValueError) as exc:

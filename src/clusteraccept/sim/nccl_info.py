@@ -39,10 +39,49 @@ def info_lines(fab: Fabric, hosts: list[str], rails: tuple[int, ...], link_layer
     return "\n".join(out) + "\n"
 
 
-def with_info(text: str, fab: Fabric, hosts: list[str], env: dict[str, str]) -> str:
+# Model assumption, not a measurement: SHARP reduces in the switch, so an all_reduce's data crosses each
+# link once instead of ~twice (ring); 1.7x of the ring busbw leaves room for the in-switch overheads.
+SHARP_UPLIFT = 1.7
+
+
+def collnet_engaged(fab: Fabric, collective: str, hosts: list[str], env: dict[str, str]) -> bool:
+    """NCCL_COLLNET_ENABLE=1 on a multi-node all_reduce, and the aggregation manager serves every node."""
+    wanted = env.get("NCCL_COLLNET_ENABLE") == "1" and collective == "all_reduce" and len(set(hosts)) > 1
+    return wanted and not any(h in fab.faults.no_sharp for h in hosts)
+
+
+def collnet_uplift(fab: Fabric, collective: str, hosts: list[str], env: dict[str, str]) -> float:
+    return SHARP_UPLIFT if collnet_engaged(fab, collective, hosts, env) else 1.0
+
+
+def collnet_lines(fab: Fabric, collective: str, hosts: list[str], env: dict[str, str]) -> str:
+    """CollNet lines (forms from tests/data/sharp/, NVIDIA/nccl-tests#311): SHARP engaged, or the fallback."""
+    if env.get("NCCL_COLLNET_ENABLE") != "1" or len(set(hosts)) < 2:
+        return ""
+    out = []
+    for rank, host in enumerate(hosts):
+        pre = f"{host}:{4000 + rank}:{4000 + rank} [0]"
+        out.append(f"{pre} NCCL INFO NCCL_COLLNET_ENABLE set by environment to 1.")
+        if collnet_engaged(fab, collective, hosts, env):
+            out.append(f"{pre} NCCL INFO NET/Plugin: Loaded collnet plugin SHARP (v8)")
+            out.append(f"{pre} NCCL INFO CollNet 00/0 : {rank} [receive] via COLLNET/SHARP/0/GDRDMA")
+            out.append(f"{pre} NCCL INFO CollNet 00/0 : {rank} [send] via COLLNET/SHARP/0/GDRDMA")
+            out.append(
+                f"{pre} NCCL INFO 2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels"
+            )
+        else:
+            out.append(
+                f"{pre} transport.cc:384 NCCL WARN Cannot initialize CollNet, using point-to-point "
+                "network instead"
+            )
+    return "\n".join(out) + "\n"
+
+
+def with_info(text: str, fab: Fabric, hosts: list[str], env: dict[str, str], collective: str = "") -> str:
     """``text`` preceded by the INFO lines when the run's environment asks for them (NCCL_DEBUG=INFO)."""
     if env.get("NCCL_DEBUG", "").upper() != "INFO":
         return text
     from clusteraccept.sim.nccl_tests import rails_from_hca
 
-    return info_lines(fab, hosts, rails_from_hca(env.get("NCCL_IB_HCA"), fab.node(hosts[0]).rails)) + text
+    rails = rails_from_hca(env.get("NCCL_IB_HCA"), fab.node(hosts[0]).rails)
+    return info_lines(fab, hosts, rails) + collnet_lines(fab, collective, hosts, env) + text

@@ -51,6 +51,7 @@ from typing import Any
 
 import hostlist
 
+from clusteraccept.sim.nccl_info import collnet_uplift
 from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, load_fabric
 
 BINARIES = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf")
@@ -338,6 +339,7 @@ def render_run(
                     ranks_per_node=max(tasks_per_node) * per_proc,
                     in_place=in_place,
                 )
+                bus *= collnet_uplift(fab, coll, hosts, env)
                 sec = nbytes * factor / (bus * 1e9)
             algbw = nbytes / 1e9 / sec
             busbw = algbw * factor
@@ -500,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(json_path).write_text(json.dumps(doc, separators=(",", ":")))
     from clusteraccept.sim.nccl_info import with_info
 
-    sys.stdout.write(with_info(text, fab, hosts, env))
+    sys.stdout.write(with_info(text, fab, hosts, env, args[0].removesuffix("_perf")))
     sys.stdout.flush()
     return rc
 

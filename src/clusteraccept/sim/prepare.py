@@ -40,6 +40,11 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
     faults: dict[str, list[dict[str, Any]] | bool] = {}
     for f in site.sim_faults:
         kind = f["kind"]
+        if kind == "sharp_no_resource":  # the aggregation manager refuses this node's jobs
+            no_sharp = faults.setdefault("no_sharp", [])
+            assert isinstance(no_sharp, list)
+            no_sharp.append({"node": f["node"]})
+            continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
             no_gdr = faults.setdefault("no_gdr", [])
             assert isinstance(no_gdr, list)
@@ -108,7 +113,7 @@ def simulate_step(fabric: Fabric, step: Step) -> Evidence:
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
     text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
-    text = with_info(text, fabric, list(step.nodes), env)
+    text = with_info(text, fabric, list(step.nodes), env, step.collective)
     meta = {**step.meta(), "simulated": "in-process"}
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 

@@ -154,10 +154,15 @@ def topo_text(slots: list[Slot]) -> str:
     return "\n".join(out)
 
 
-def ibstat_text(hcas: list[str]) -> str:
-    """The real ibstat output's InfiniBand CAs renamed, in ibstat's (string-sorted) order."""
+def ibstat_text(hcas: list[str], link_layer: str = "InfiniBand") -> str:
+    """The real ibstat output's InfiniBand CAs renamed, in ibstat's (string-sorted) order; on an Ethernet
+    (RoCE) node type the same ConnectX-7 ports report ``Link layer: Ethernet``."""
     blocks = re.split(r"(?m)^(?=CA ')", _fixture(str(IBSTAT_FIXTURE)))
-    ib = [b for b in blocks if "Link layer: InfiniBand" in b]
+    ib = [
+        b.replace("Link layer: InfiniBand", f"Link layer: {link_layer}")
+        for b in blocks
+        if "Link layer: InfiniBand" in b
+    ]
     names = sorted(hcas)
     return "".join(re.sub(r"^CA '[^']*'", f"CA '{name}'", b) for name, b in zip(names, ib, strict=False))
 
@@ -203,6 +208,6 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part.commands += [
         ("nvidia-smi topo -m", topo_text(slots), 0),
         ("nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader", query, 0),
-        ("ibstat", ibstat_text([s.hca for s in slots]), 0),
+        ("ibstat", ibstat_text([s.hca for s in slots], site.node_type(node).link_layer), 0),
     ]
     return part

@@ -2004,3 +2004,9 @@ wait
 # round 32: block alltoall (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[001-016]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+# round 33: sharp on (1 concurrent steps)
+srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[001-016]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
+wait
+# round 34: sharp off (1 concurrent steps)
+srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[001-016]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
+wait
