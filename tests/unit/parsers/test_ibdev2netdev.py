@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept import parse as parse_cli
-from clusteraccept.errors import ParseError
 from clusteraccept.parsers import ibdev2netdev
 from clusteraccept.parsers._ib import IbPort
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ibdev2netdev"
 DGX1 = (DATA / "dgx1-4x-ib-up.txt").read_text()
 VERBOSE = (DATA / "v-8dev-mixed-ib-eth-pci-vpd.txt").read_text()
-FUZZ = settings(max_examples=200, deadline=None)
 
 
 def test_dgx1_short_form() -> None:
@@ -80,40 +79,27 @@ def test_errors_name_their_line() -> None:
         ("mlx5_0 port 0 ==> ib0 (Up)\n", 1),
         (VERBOSE.replace("(ACTIVE)", "(SHINY)", 1), 3),
     ]:
-        with pytest.raises(ParseError) as err:
-            ibdev2netdev.parse(text)
-        assert err.value.line_no == line_no
+        assert_parse_error_at(ibdev2netdev.parse, text, line_no)
 
 
 def test_garbage_and_empty() -> None:
     for text in ["", "ibdev2netdev: command not found\n"]:
-        with pytest.raises(ParseError) as err:
-            ibdev2netdev.parse(text)
-        assert err.value.line_no == 0
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        ibdev2netdev.parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
+        assert_parse_error_at(ibdev2netdev.parse, text, 0)
 
 
 @FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(ibdev2netdev.parse, text)
 
 
 @FUZZ
 @given(st.text(alphabet="mlx5_0 port1=>ib()UpDown-:.\n", max_size=80))
 def test_fuzz_near_miss_lines(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(ibdev2netdev.parse, text)
 
 
 @FUZZ
-@given(st.sampled_from([DGX1, VERBOSE]), st.floats(0, 1), st.integers(0, 30), st.text(max_size=20))
-def test_fuzz_truncations_and_mutations(text: str, frac: float, cut: int, insert: str) -> None:
-    pos = int(len(text) * frac)
-    _parses_or_parse_error(text[:pos])
-    _parses_or_parse_error(text[:pos] + insert + text[pos + cut :])
+@given(truncations([DGX1, VERBOSE]), mutations([DGX1, VERBOSE], max_cut=30, insert=st.text(max_size=20)))
+def test_fuzz_truncations_and_mutations(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(ibdev2netdev.parse, truncated, mutated)

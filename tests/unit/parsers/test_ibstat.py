@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept import parse as parse_cli
@@ -16,7 +17,6 @@ from clusteraccept.parsers import _ib, ibstat
 DATA = Path(__file__).resolve().parents[2] / "data" / "ibstat"
 H100 = DATA / "h100-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt"
 TEXT = H100.read_text()
-FUZZ = settings(max_examples=200, deadline=None)
 
 
 def test_real_h100_cas_in_lexicographic_order() -> None:
@@ -151,9 +151,7 @@ def test_truncated_in_a_port_block_names_the_port_line() -> None:
 
 
 def test_truncated_in_a_ca_header() -> None:
-    with pytest.raises(ParseError) as err:
-        ibstat.parse("CA 'mlx5_0'\n\tCA type: MT4129\n")
-    assert err.value.line_no == 1
+    assert_parse_error_at(ibstat.parse, "CA 'mlx5_0'\n\tCA type: MT4129\n", 1)
 
 
 def test_bad_values_name_their_line() -> None:
@@ -163,45 +161,33 @@ def test_bad_values_name_their_line() -> None:
         ("Link layer: InfiniBand", "Link layer: Token Ring", "Token Ring"),
         ("Base lid: 287", "Base lid: x", "Base lid: x"),
     ]:
-        with pytest.raises(ParseError) as err:
-            ibstat.parse(TEXT.replace(old, new, 1))
-        assert err.value.line_no == _line_of(TEXT.replace(old, new, 1), needle)
+        bad = TEXT.replace(old, new, 1)
+        assert_parse_error_at(ibstat.parse, bad, _line_of(bad, needle))
 
 
 def test_indented_garbage_inside_a_block() -> None:
     bad = TEXT.replace("        LMC: 0\n", "        ##### garbage #####\n", 1)
-    with pytest.raises(ParseError) as err:
-        ibstat.parse(bad)
-    assert err.value.line_no == _line_of(bad, "garbage")
+    assert_parse_error_at(ibstat.parse, bad, _line_of(bad, "garbage"))
 
 
 def test_garbage_and_empty() -> None:
     for text in ["", "hello\nworld\n", "ibstat: command not found\n"]:
-        with pytest.raises(ParseError) as err:
-            ibstat.parse(text)
-        assert err.value.line_no == 0
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        ibstat.parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
+        assert_parse_error_at(ibstat.parse, text, 0)
 
 
 @FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(ibstat.parse, text)
 
 
 @FUZZ
-@given(st.integers(0, len(TEXT)))
-def test_fuzz_truncations(n: int) -> None:
-    _parses_or_parse_error(TEXT[:n])
+@given(truncations([TEXT]))
+def test_fuzz_truncations(truncated: str) -> None:
+    parses_or_parse_error(ibstat.parse, truncated)
 
 
 @FUZZ
-@given(st.integers(0, len(TEXT)), st.integers(0, 40), st.text(max_size=20))
-def test_fuzz_mutations(pos: int, cut: int, insert: str) -> None:
-    _parses_or_parse_error(TEXT[:pos] + insert + TEXT[pos + cut :])
+@given(mutations([TEXT], insert=st.text(max_size=20)))
+def test_fuzz_mutations(mutated: str) -> None:
+    parses_or_parse_error(ibstat.parse, mutated)

@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept import parse as parse_cli
-from clusteraccept.errors import ParseError
 from clusteraccept.parsers import ibv_devinfo
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ibv_devinfo"
 MLX4 = (DATA / "mlx4-cx3-2hca-2port-ib-tabs-device-ports.txt").read_text()
 BOND = (DATA / "mlx5-bond-cx6dx-roce-rdmacore-vv-tabs.txt").read_text()
 CX4 = (DATA / "mlx5-cx4lx-eth-mlnxofed-v-spaces-device-ports.txt").read_text()
-FUZZ = settings(max_examples=200, deadline=None)
 
 
 def test_mlnx_ofed_tabs_two_hcas() -> None:
@@ -111,16 +110,12 @@ def _line_of(text: str, needle: str, nth: int = 0) -> int:
 
 def test_truncated_port_block() -> None:
     cut = MLX4[: MLX4.index("\t\t\tport_lmc", MLX4.index("hca_id:\tmlx4_0"))]
-    with pytest.raises(ParseError) as err:
-        ibv_devinfo.parse(cut)
-    assert err.value.line_no == _line_of(MLX4, "port:\t1", 1)
+    assert_parse_error_at(ibv_devinfo.parse, cut, _line_of(MLX4, "port:\t1", 1))
 
 
 def test_truncated_before_ports() -> None:
     cut = MLX4[: MLX4.index("\tDevice ports:", MLX4.index("hca_id:\tmlx4_0"))]
-    with pytest.raises(ParseError) as err:
-        ibv_devinfo.parse(cut)
-    assert err.value.line_no == _line_of(MLX4, "hca_id:\tmlx4_0")
+    assert_parse_error_at(ibv_devinfo.parse, cut, _line_of(MLX4, "hca_id:\tmlx4_0"))
 
 
 def test_bad_values_name_their_line() -> None:
@@ -132,46 +127,32 @@ def test_bad_values_name_their_line() -> None:
         ("node_guid:\t\t\t7cfe:9003:00a5:95c0", "node_guid:\t\t\tnope", "nope"),
     ]:
         bad = MLX4.replace(old, new, 1)
-        with pytest.raises(ParseError) as err:
-            ibv_devinfo.parse(bad)
-        assert err.value.line_no == _line_of(bad, needle)
+        assert_parse_error_at(ibv_devinfo.parse, bad, _line_of(bad, needle))
 
 
 def test_garbage_in_a_port_block() -> None:
     bad = MLX4.replace("\t\t\tsm_lid:\t\t\t1\n", "\t\t\tsm_lid garbage here\n", 1)
-    with pytest.raises(ParseError) as err:
-        ibv_devinfo.parse(bad)
-    assert err.value.line_no == _line_of(bad, "garbage")
+    assert_parse_error_at(ibv_devinfo.parse, bad, _line_of(bad, "garbage"))
 
 
 def test_garbage_and_empty() -> None:
     for text in ["", "No IB devices found\n", "2 HCAs found:\n\tmlx4_1\n\tmlx4_0\n"]:
-        with pytest.raises(ParseError) as err:
-            ibv_devinfo.parse(text)
-        assert err.value.line_no == 0
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        ibv_devinfo.parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
+        assert_parse_error_at(ibv_devinfo.parse, text, 0)
 
 
 @FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(ibv_devinfo.parse, text)
 
 
 @FUZZ
-@given(st.sampled_from([MLX4, BOND, CX4]), st.floats(0, 1))
-def test_fuzz_truncations(text: str, frac: float) -> None:
-    _parses_or_parse_error(text[: int(len(text) * frac)])
+@given(truncations([MLX4, BOND, CX4]))
+def test_fuzz_truncations(truncated: str) -> None:
+    parses_or_parse_error(ibv_devinfo.parse, truncated)
 
 
 @FUZZ
-@given(st.sampled_from([MLX4, BOND, CX4]), st.floats(0, 1), st.integers(0, 40), st.text(max_size=20))
-def test_fuzz_mutations(text: str, frac: float, cut: int, insert: str) -> None:
-    pos = int(len(text) * frac)
-    _parses_or_parse_error(text[:pos] + insert + text[pos + cut :])
+@given(mutations([MLX4, BOND, CX4], insert=st.text(max_size=20)))
+def test_fuzz_mutations(mutated: str) -> None:
+    parses_or_parse_error(ibv_devinfo.parse, mutated)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers.lspci import normalize_bdf, parse
 
 DATA = Path(__file__).parents[2] / "data" / "lspci"
-VVV = sorted(p.name for p in DATA.glob("lspci-vvv-*.txt"))
+FIXTURES = [p.read_text() for p in sorted(DATA.glob("lspci-vvv-*.txt"))]
 
 
 def load(name: str) -> str:
@@ -86,21 +86,12 @@ def test_strict_about_content() -> None:
         parse("lspci: -s: Invalid slot number\n")
 
 
-def _parse_or_parse_error(text: str) -> None:
-    with contextlib.suppress(ParseError):
-        parse(text)
-
-
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parse_or_parse_error(text)
+    parses_or_parse_error(parse, text)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(VVV), st.data())
-def test_fuzz_truncated_and_mutated_real_outputs(name: str, data: st.DataObject) -> None:
-    text = load(name)
-    _parse_or_parse_error(text[: data.draw(st.integers(0, len(text)))])
-    a = data.draw(st.integers(0, len(text)))
-    b = data.draw(st.integers(a, min(len(text), a + 40)))
-    _parse_or_parse_error(text[:a] + data.draw(st.text(max_size=12)) + text[b:])
+@FUZZ
+@given(truncations(FIXTURES), mutations(FIXTURES))
+def test_fuzz_truncated_and_mutated_real_outputs(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated)

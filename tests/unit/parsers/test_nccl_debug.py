@@ -6,18 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept import parse as parse_cli
-from clusteraccept.errors import ParseError
 from clusteraccept.parsers import nccl_debug
 from clusteraccept.parsers.nccl_debug import NcclNetDevice, NcclSocketIf
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl-debug"
 H200 = (DATA / "allreduce-1node-2xh200-p2p-socket-noib.txt").read_text()
 ROCE = (DATA / "allreduce-2node-h100-roce-mlx5_5-gdr0.txt").read_text()
-FUZZ = settings(max_examples=200, deadline=None)
 
 
 def _read(name: str) -> nccl_debug.NcclDebug:
@@ -202,30 +201,19 @@ def test_errors_name_their_line() -> None:
         "h:1:2 [0] NCCL INFO Connected all rings, use ring PXN 0 GDR x",
         "h:1:2 [0] NCCL INFO cudaDriverVersion abc",
     ]:
-        with pytest.raises(ParseError) as err:
-            nccl_debug.parse(head + bad + "\n# trailing table line\n")
-        assert err.value.line_no == 2, bad
+        assert_parse_error_at(nccl_debug.parse, head + bad + "\n# trailing table line\n", 2)
 
 
 def test_no_nccl_line_at_all() -> None:
     table = "\n".join(line for line in H200.splitlines() if "NCCL" not in line)
     for text in ["", "hello\n", table]:
-        with pytest.raises(ParseError) as err:
-            nccl_debug.parse(text)
-        assert err.value.line_no == 0
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        nccl_debug.parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
+        assert_parse_error_at(nccl_debug.parse, text, 0)
 
 
 @FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(nccl_debug.parse, text)
 
 
 @FUZZ
@@ -233,12 +221,10 @@ def test_fuzz_random_text(text: str) -> None:
     st.text(alphabet="h:1 [0]NCCL INFOWARN Channel/via NET/IB P2P SHM GDRDMA ->Using;OOB{}=\n", max_size=120)
 )
 def test_fuzz_near_miss(text: str) -> None:
-    _parses_or_parse_error("h:1:2 [0] NCCL INFO " + text)
+    parses_or_parse_error(nccl_debug.parse, "h:1:2 [0] NCCL INFO " + text)
 
 
 @FUZZ
-@given(st.sampled_from([H200, ROCE, SYNTHETIC]), st.floats(0, 1), st.integers(0, 40), st.text(max_size=20))
-def test_fuzz_truncations_and_mutations(text: str, frac: float, cut: int, insert: str) -> None:
-    pos = int(len(text) * frac)
-    _parses_or_parse_error(text[:pos])
-    _parses_or_parse_error(text[:pos] + insert + text[pos + cut :])
+@given(truncations([H200, ROCE, SYNTHETIC]), mutations([H200, ROCE, SYNTHETIC], insert=st.text(max_size=20)))
+def test_fuzz_truncations_and_mutations(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(nccl_debug.parse, truncated, mutated)

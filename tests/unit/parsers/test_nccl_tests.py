@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, mutations, parses_or_parse_error, splices, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept.errors import ParseError
@@ -16,7 +16,7 @@ from clusteraccept.parsers import get
 from clusteraccept.parsers.nccl_tests import NcclTestsResult, launch_checks, parse
 
 DATA = Path(__file__).parents[2] / "data" / "nccl-tests"
-FILES = sorted(p.name for p in DATA.iterdir() if p.suffix in (".txt", ".json"))
+FIXTURES = [p.read_text() for p in sorted(DATA.iterdir()) if p.suffix in (".txt", ".json")]
 GiB = 1 << 30
 
 
@@ -320,23 +320,20 @@ def test_bad_row_names_its_line() -> None:
     assert err.value.line_no == 16
 
 
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.text(max_size=400))
 def test_fuzz_random_text(text: str) -> None:
-    with contextlib.suppress(ParseError):
-        parse(text)
+    parses_or_parse_error(parse, text)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(FILES), st.data())
-def test_fuzz_mutated_fixtures(name: str, data: st.DataObject) -> None:
-    text = load(name)
-    cut = data.draw(st.integers(0, len(text)))
-    pos = data.draw(st.integers(0, max(len(text) - 1, 0)))
-    junk = data.draw(st.text(max_size=8))
-    for variant in (text[:cut], text[:pos] + junk + text[pos + 1 :], text[:pos] + text[cut:]):
-        with contextlib.suppress(ParseError):
-            parse(variant)
+@FUZZ
+@given(
+    truncations(FIXTURES),
+    mutations(FIXTURES, max_cut=1, insert=st.text(max_size=8)),
+    splices(FIXTURES),
+)
+def test_fuzz_mutated_fixtures(truncated: str, mutated: str, spliced: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated, spliced)
 
 
 @pytest.mark.parametrize("tok", ["inf", "nan", "-3", "1.5", "x"])

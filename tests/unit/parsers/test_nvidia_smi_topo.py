@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers.nvidia_smi_topo import link_rank, parse
 
 DATA = Path(__file__).parents[2] / "data" / "nvidia-smi-topo"
-FILES = sorted(p.name for p in DATA.glob("*.txt") if "mangled" not in p.name)
+FIXTURES = [p.read_text() for p in sorted(DATA.glob("*.txt")) if "mangled" not in p.name]
 
 
 def load(name: str) -> str:
@@ -130,9 +131,7 @@ def test_unknown_names_raise_keyerror() -> None:
     ],
 )
 def test_nonsense_raises_with_line(text: str, line: int) -> None:
-    with pytest.raises(ParseError) as exc:
-        parse(text)
-    assert exc.value.line_no == line
+    assert_parse_error_at(parse, text, line)
 
 
 def test_cli_prints_json() -> None:
@@ -145,25 +144,13 @@ def test_cli_prints_json() -> None:
     assert d["nics"][3] == "mlx5_3" and d["links"][0][8] == "PIX"
 
 
-def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
-
-
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parse_or_parse_error(text)
+    parses_or_parse_error(parse, text)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(FILES), st.data())
-def test_fuzz_truncated_and_mutated_real_outputs(name: str, data: st.DataObject) -> None:
-    text = load(name)
-    cut = data.draw(st.integers(0, len(text)))
-    _parse_or_parse_error(text[:cut])
-    a = data.draw(st.integers(0, len(text)))
-    b = data.draw(st.integers(a, min(len(text), a + 40)))
-    _parse_or_parse_error(text[:a] + data.draw(st.text(max_size=12)) + text[b:])
+@FUZZ
+@given(truncations(FIXTURES), mutations(FIXTURES))
+def test_fuzz_truncated_and_mutated_real_outputs(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers.perftest import parse
 
 DATA = Path(__file__).parents[2] / "data" / "perftest"
-FILES = sorted(p.name for p in DATA.glob("*.txt"))
+FIXTURES = [p.read_text() for p in sorted(DATA.glob("*.txt"))]
 RULE = "-" * 87
 
 
@@ -114,9 +115,7 @@ def test_read_bidirectional_old_mb_per_sec_header() -> None:
     ],
 )
 def test_nonsense_raises_with_line(text: str, line: int) -> None:
-    with pytest.raises(ParseError) as exc:
-        parse(text)
-    assert exc.value.line_no == line
+    assert_parse_error_at(parse, text, line)
 
 
 def test_truncated_after_rows_raises() -> None:
@@ -127,24 +126,13 @@ def test_truncated_after_rows_raises() -> None:
     assert exc.value.line_no == len(cut.split("\n"))
 
 
-def _parse_or_parse_error(text: str) -> None:
-    try:
-        parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
-
-
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parse_or_parse_error(text)
+    parses_or_parse_error(parse, text)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(FILES), st.data())
-def test_fuzz_truncated_and_mutated_real_outputs(name: str, data: st.DataObject) -> None:
-    text = load(name)
-    _parse_or_parse_error(text[: data.draw(st.integers(0, len(text)))])
-    a = data.draw(st.integers(0, len(text)))
-    b = data.draw(st.integers(a, min(len(text), a + 40)))
-    _parse_or_parse_error(text[:a] + data.draw(st.text(max_size=12)) + text[b:])
+@FUZZ
+@given(truncations(FIXTURES), mutations(FIXTURES))
+def test_fuzz_truncated_and_mutated_real_outputs(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated)

@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept import parse as parse_cli
-from clusteraccept.errors import ParseError
 from clusteraccept.parsers import rdma_link
 from clusteraccept.parsers._ib import IbPort
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "rdma-link"
 RHELAI = (DATA / "rdma-link-rhelai-h100-roce-6ports.txt").read_text()
-FUZZ = settings(max_examples=200, deadline=None)
 
 
 def test_real_rhelai_six_ports() -> None:
@@ -107,41 +106,31 @@ def test_errors_name_their_line() -> None:
         ("[1, 2", 1),
         ("[" * 100000, 1),
     ]:
-        with pytest.raises(ParseError) as err:
-            rdma_link.parse(text)
-        assert err.value.line_no == line_no, text[:60]
+        assert_parse_error_at(rdma_link.parse, text, line_no)
 
 
 def test_garbage_and_empty() -> None:
     for text in ["", 'Unknown object "lnk"\n']:
-        with pytest.raises(ParseError) as err:
-            rdma_link.parse(text)
-        assert err.value.line_no == 0
-
-
-def _parses_or_parse_error(text: str) -> None:
-    try:
-        rdma_link.parse(text)
-    except ParseError as exc:
-        assert exc.line_no >= 0
+        assert_parse_error_at(rdma_link.parse, text, 0)
 
 
 @FUZZ
 @given(st.text())
 def test_fuzz_random_text(text: str) -> None:
-    _parses_or_parse_error(text)
+    parses_or_parse_error(rdma_link.parse, text)
 
 
 @FUZZ
 @given(st.text(alphabet='link mlx5_0/1 state ACTIVE physical_state LINK_UP[]{}":,\n', max_size=80))
 def test_fuzz_near_miss(text: str) -> None:
-    _parses_or_parse_error(text)
-    _parses_or_parse_error("[" + text)
+    parses_or_parse_error(rdma_link.parse, text)
+    parses_or_parse_error(rdma_link.parse, "[" + text)
 
 
 @FUZZ
-@given(st.sampled_from([RHELAI, IB_DETAILS]), st.floats(0, 1), st.integers(0, 30), st.text(max_size=20))
-def test_fuzz_truncations_and_mutations(text: str, frac: float, cut: int, insert: str) -> None:
-    pos = int(len(text) * frac)
-    _parses_or_parse_error(text[:pos])
-    _parses_or_parse_error(text[:pos] + insert + text[pos + cut :])
+@given(
+    truncations([RHELAI, IB_DETAILS]),
+    mutations([RHELAI, IB_DETAILS], max_cut=30, insert=st.text(max_size=20)),
+)
+def test_fuzz_truncations_and_mutations(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(rdma_link.parse, truncated, mutated)

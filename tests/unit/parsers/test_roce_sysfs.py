@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ
+from hypothesis import given
 from hypothesis import strategies as st
 
 from clusteraccept.errors import ParseError
@@ -106,7 +107,7 @@ def test_files_of_two_netdevs_are_refused() -> None:
     assert exc.value.line_no == 0 and "/sys/class/net/eth1/mtu" in str(exc.value)
 
 
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.dictionaries(st.sampled_from(all_paths("eth0", "mlx5_0", 1)), st.text(max_size=8)))
 def test_fuzz_contents(files: dict[str, str]) -> None:
     try:
@@ -117,7 +118,7 @@ def test_fuzz_contents(files: dict[str, str]) -> None:
         assert r.netdev in (None, "eth0")
 
 
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.dictionaries(st.text(max_size=60), st.text(max_size=8), max_size=4))
 def test_fuzz_paths(files: dict[str, str]) -> None:
     try:

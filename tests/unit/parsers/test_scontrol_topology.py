@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
 from hypothesis import strategies as st
 
-from clusteraccept.errors import ParseError
 from clusteraccept.parsers import get
 from clusteraccept.parsers.scontrol_topology import parse
 
 DATA = Path(__file__).parents[2] / "data" / "scontrol-topology"
-FILES = sorted(p.name for p in DATA.glob("*.txt"))
+FIXTURES = [p.read_text() for p in sorted(DATA.glob("*.txt"))]
 
 
 def load(name: str) -> str:
@@ -75,25 +74,19 @@ def test_registered_tool() -> None:
     ],
 )
 def test_nonsense_raises_with_line(text: str, line: int) -> None:
-    with pytest.raises(ParseError) as err:
-        parse(text)
-    assert err.value.line_no == line
+    assert_parse_error_at(parse, text, line)
 
 
-@settings(max_examples=200, deadline=None)
+@FUZZ
 @given(st.text(max_size=300))
 def test_fuzz_random_text(text: str) -> None:
-    with contextlib.suppress(ParseError):
-        parse(text)
+    parses_or_parse_error(parse, text)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.sampled_from(FILES), st.data())
-def test_fuzz_mutated_fixtures(name: str, data: st.DataObject) -> None:
-    text = load(name)
-    cut = data.draw(st.integers(0, len(text)))
-    pos = data.draw(st.integers(0, max(len(text) - 1, 0)))
-    junk = data.draw(st.text(alphabet="[]-,=0123456789 \nabx", max_size=8))
-    for variant in (text[:cut], text[:pos] + junk + text[pos + 1 :]):
-        with contextlib.suppress(ParseError):
-            parse(variant)
+@FUZZ
+@given(
+    truncations(FIXTURES),
+    mutations(FIXTURES, max_cut=1, insert=st.text(alphabet="[]-,=0123456789 \nabx", max_size=8)),
+)
+def test_fuzz_mutated_fixtures(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated)
