@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from clusteraccept import runner
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.plan import CampaignJob, Step
+from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
 
@@ -111,6 +112,6 @@ def drive_campaign(
             results.append(ev)
             if spool_dir:
                 (spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json").write_text(
-                    json.dumps(ev.to_dict())
+                    json.dumps(redact_evidence(ev).to_dict())  # the spool is evidence on disk: no secret
                 )
     return results

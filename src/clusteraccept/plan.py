@@ -239,8 +239,9 @@ def _step(
 
 
 def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) -> list[Round]:
-    """An all_reduce across the nodes with the site's SHARP settings and the same without (NCCL_COLLNET_ENABLE
-    per NCCL's env docs), both logging NCCL INFO: the sharp family reads the CollNet channels and the uplift."""
+    """An all_reduce across the nodes with the site's SHARP settings and the same without
+    (NCCL_COLLNET_ENABLE per NCCL's env docs), both logging NCCL INFO: the sharp family reads the CollNet
+    channels and the uplift."""
     if not site.sharp.enabled or len(nodes) < 2 or tool_of(site) != "nccl-tests":
         return []
     gpus = min(site.node_type(n).gpus for n in nodes)

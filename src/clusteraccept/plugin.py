@@ -54,6 +54,7 @@ class State:
     resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
     resume_token: str | None = None  # one resume per session, shared by xdist workers
     ops_lines: list[str] = field(default_factory=list)  # what ops did after the run (drain), for the summary
+    report_lines: list[str] = field(default_factory=list)  # regressions / --compare diff, for the summary
 
 
 STATE = pytest.StashKey[State]()
@@ -87,6 +88,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="RUN_DIR",
         help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing",
+    )
+    # --- reports (clusteraccept.report) ---
+    g.addoption("--signoff-name", default=None, help="who signs the report (recorded in results.json)")
+    g.addoption("--signoff-role", default=None, help="the signer's role (recorded in results.json)")
+    g.addoption(
+        "--compare",
+        default=None,
+        metavar="RUN_ID",
+        help="diff this run against run RUN_ID of the same site (or a run directory): compare.json + summary",
     )
     # --- operations (clusteraccept.ops) ---
     g.addoption(
@@ -289,10 +299,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None or state.run_dir is None or hasattr(session.config, "workerinput"):
         return
     path = state.run_dir / "results.json"
+    if state.rejudge is not None and state.results is None and state.site is not None and path.exists():
+        _results(session.config)  # no selected test asked for verdicts: re-judge anyway, reports follow it
     if path.exists():
-        from clusteraccept.report import write_reports
+        from clusteraccept.report import signoff_block, write_reports
 
-        write_reports(state.run_dir)
+        opt = session.config.getoption
+        written = write_reports(
+            state.run_dir,
+            signoff=signoff_block(opt("--signoff-name"), opt("--signoff-role")),
+            compare=opt("--compare"),
+        )
+        state.report_lines = written.summary_lines()
         drain = session.config.getoption("--drain-failed")
         if drain and state.site is not None:  # ops: opt-in drain/undrain after the run
             from clusteraccept.ops.drain import run_for_site
@@ -317,5 +335,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"  {state.run_dir / name}")
     if state.dry_run:
         terminalreporter.write_line(f"  dry run: job scripts in {state.run_dir / 'jobs'}")
-    for line in state.ops_lines:
+    for line in state.report_lines + state.ops_lines:
         terminalreporter.write_line(line)

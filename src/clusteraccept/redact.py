@@ -25,8 +25,16 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_RE.fullmatch(name))
 
 
+# Every credential-looking name contains one of these (case-insensitively): a cheap test that lets the
+# reports skip the regular expression on the ~10^6 messages of a 4,096-node run.
+_HINTS = ("token", "secret", "passw", "credential", "key", "auth")
+
+
 def redact_text(text: str) -> str:
     """Replace the value of every credential-looking variable in ``text``."""
+    low = text.lower()
+    if not any(h in low for h in _HINTS):
+        return text
     return _ASSIGN.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}" if m["val"] else m[0], text)
 
 

@@ -18,6 +18,8 @@ import yaml
 
 from clusteraccept.baselines import Reference
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.ops.config import KEYS as OPS_KEYS
+from clusteraccept.ops.config import Ops, parse_ops
 from clusteraccept.schema import Section, describe, parse_size_B
 
 EXECUTORS = ("slurm", "local", "debug")
@@ -101,6 +103,8 @@ class Nccl:
     seed: int = 0
     rail_ceiling_GBps: float | None = None
     node_ceiling_GBps: float | None = None
+    intra_collectives: tuple[str, ...] = ("all_reduce",)
+    fallback: str | None = None  # "torch": PyTorch NCCL collector where no nccl-tests binaries are set
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class Site:
     baselines: dict[str, Reference]
     baselines_file: str | None
     sim_faults: tuple[dict[str, Any], ...] = ()
+    ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (clusteraccept.ops.config)
 
     @cached_property
     def _type_of(self) -> dict[str, NodeType]:
@@ -307,6 +312,7 @@ TOP_KEYS = [
     "nccl",
     "baselines",
     "sim",
+    *OPS_KEYS,
 ]
 FAULT_KINDS = (
     "slow_rail",
@@ -416,7 +422,7 @@ def parse_site(path: Path, data: Any) -> Site:
     tools = Tools(
         nccl_tests_bin=_expand(t.string("nccl_tests_bin", "a directory path", default=None)),
         perftest_bin=_expand(t.string("perftest_bin", "a directory path", default=None)),
-        nccl_tests_build=t.str_map("nccl_tests_build"),
+        nccl_tests_build={k: str(_expand(v)) for k, v in t.str_map("nccl_tests_build").items()},
     )
     n = top.section(
         "nccl",
@@ -432,9 +438,11 @@ def parse_site(path: Path, data: Any) -> Site:
             "seed",
             "rail_ceiling_GBps",
             "node_ceiling_GBps",
+            "intra_collectives",
+            "fallback",
         ],
     )
-    for key in ("pair_collectives", "block_collectives"):
+    for key in ("pair_collectives", "block_collectives", "intra_collectives"):
         for c in n.str_list(key, default=()):
             if c not in COLLECTIVES:
                 raise SiteConfigError(
@@ -453,6 +461,8 @@ def parse_site(path: Path, data: Any) -> Site:
         seed=n.integer("seed", default=0),
         rail_ceiling_GBps=n.number("rail_ceiling_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
         node_ceiling_GBps=n.number("node_ceiling_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
+        intra_collectives=n.str_list("intra_collectives", default=Nccl.intra_collectives),
+        fallback=n.choice("fallback", ["torch"], default=None),
     )
     if nccl.min_bytes > nccl.max_bytes:
         raise SiteConfigError(
@@ -486,6 +496,7 @@ def parse_site(path: Path, data: Any) -> Site:
         baselines=baselines,
         baselines_file=baselines_file,
         sim_faults=_faults(top, nodes),
+        ops=parse_ops(top, _expand),
     )
 
 

@@ -165,6 +165,10 @@ class JobLayer:
             env = dict(self.site.env)
             if node:  # where Slurm would run it: a campaign driver runs on the first node of its allocation
                 env["CLUSTERACCEPT_HOSTNAME"] = node
+            # submitit's local executor sets CUDA_VISIBLE_DEVICES="" (no GPU) in its jobs unless asked for
+            # gpus_per_node (submitit/local/local.py start_controller): the jobs see what the caller sees.
+            every_gpu = ",".join(map(str, range(max(nt.gpus for nt in self.site.node_types))))
+            env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", every_gpu))
             fn, args = with_env, (env, fn, *args)
         try:
             return self._executor(name, params).submit(fn, *args)
@@ -228,7 +232,13 @@ class JobLayer:
             # sbatch(1) --signal=[{R|B}:]<sig_num>[@sig_time]: "B:" signals only the batch shell. submitit's
             # default (USR2 to every step 90 s before the limit) would kill the nccl-tests steps; the driver
             # ignores it and lets Slurm's time limit end the job (finished steps are in the spool).
-            extra={"signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}"},
+            extra={
+                "signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}",
+                # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
+                # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
+                # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
+                "no-requeue": True,
+            },
         )
         # ... and the batch shell (bash dies of an untrapped USR2) ignores it too.
         params["setup"] = ["trap '' USR2", *params["setup"]]

@@ -1,5 +1,7 @@
 """nccl-tests campaigns: launch self-checks, busbw per size against baselines, and localization.
 
+Steps measured by the PyTorch NCCL fallback (evidence source ``torch-nccl``, parsers/torch_nccl.py) are
+judged the same way under the same baseline keys; their messages say "(PyTorch NCCL fallback)".
 Evidence: one per srun step, ``meta`` = kind (node|pair|block), scope, collective, subject, nodes, rail.
 Verdicts:
 - ``nccl.launch``  on ``<subject>:<collective>``: the step ran as intended (parser's launch self-checks);
@@ -20,11 +22,13 @@ from clusteraccept.baselines import judge as judge_value
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
-from clusteraccept.parsers import nccl_tests
+from clusteraccept.parsers import nccl_tests, torch_nccl
 from clusteraccept.schema import format_size
 from clusteraccept.site import Site
 
 FAMILY = "nccl"
+SOURCES = ("nccl-tests", "torch-nccl")  # torch-nccl: the PyTorch NCCL fallback collector, never nccl-tests
+FALLBACK_TAG = " (PyTorch NCCL fallback)"
 
 
 def _context(meta: dict[str, str], size: str) -> str:
@@ -63,8 +67,11 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 evid,
             )
         ], []
+    fallback = ev.source == "torch-nccl"
     try:
-        result = nccl_tests.parse(ev.stdout)
+        result = (
+            torch_nccl.as_nccl_tests(torch_nccl.parse(ev.stdout)) if fallback else nccl_tests.parse(ev.stdout)
+        )
     except ParseError as exc:
         tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
         return [
@@ -72,7 +79,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 "nccl.launch",
                 FAMILY,
                 subject,
-                f"could not parse nccl-tests output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
+                f"could not parse {ev.source} output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
                 evid,
             )
         ], []
@@ -85,18 +92,20 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
         ceiling_GBps=_ceiling(site, meta),
         returncode=ev.returncode,
     )
-    bad = [f for f in findings if not f.ok]
+    # The fallback collector has no out-of-bounds check; its "completed" finding (end record) stands for it.
+    bad = [f for f in findings if not f.ok and not (fallback and f.name == "out_of_bounds")]
+    tag = FALLBACK_TAG if fallback else ""
     verdicts = [
         expect(
             "nccl.launch",
             FAMILY,
             subject,
             not bad,
-            "; ".join(f.message for f in bad)
+            "; ".join(f.message for f in bad) + tag
             if bad
-            else f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling",
+            else f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling{tag}",
             evidence=evid,
-            labels={"collective": meta["collective"]},
+            labels={"collective": meta["collective"], "source": ev.source},
         )
     ]
     rows: list[dict[str, Any]] = []
@@ -118,7 +127,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
             value,
             reference,
             what="busbw_GBps",
-            context=_context(meta, size),
+            context=_context(meta, size) + tag,
             evidence=evid,
             labels={
                 "key": key,
@@ -126,6 +135,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 "collective": meta["collective"],
                 "size_B": str(row.size_B),
                 "rail": meta.get("rail", ""),
+                "source": ev.source,
             },
         )
         verdicts.append(v)
@@ -210,7 +220,7 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
         else:
             verdicts.append(skip("nccl.localization", FAMILY, node, "no pair results involve this node"))
     uplinks = {c.subject: c for c in culprits if c.kind == "uplink"}
-    for block in [*site.blocks, "all"]:
+    for block in dict.fromkeys([*site.blocks, "all"]):  # a site without blocks has one called "all"
         if block in uplinks:
             c = uplinks[block]
             verdicts.append(
@@ -250,7 +260,7 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     for ev, path in evidence:
-        if ev.source != "nccl-tests" or "kind" not in ev.meta:
+        if ev.source not in SOURCES or "kind" not in ev.meta:
             continue
         vs, rs = judge_step(site, ev, path)
         verdicts.extend(vs)

@@ -32,6 +32,8 @@ TOOLS: dict[str, str] = {
     # issue 6: nccl-tests and Slurm topology
     "nccl-tests": "nccl_tests",
     "scontrol-topology": "scontrol_topology",
+    # issue 8: the PyTorch NCCL fallback collector (probes/torch_nccl.py, its own JSON-lines format)
+    "torch-nccl": "torch_nccl",
 }
 
 

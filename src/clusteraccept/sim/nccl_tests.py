@@ -51,8 +51,8 @@ from typing import Any
 
 import hostlist
 
-from clusteraccept.sim.nccl_info import collnet_uplift
 from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, load_fabric
+from clusteraccept.sim.nccl_info import collnet_uplift
 
 BINARIES = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf")
 VERSION, NCCL_CODE = "2.19.6", 22809  # the nccl-tests and NCCL of the real captures

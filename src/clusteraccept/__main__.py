@@ -1,0 +1,108 @@
+"""``python -m clusteraccept <command>``: operations around the pytest suite.
+
+    nightly  --site X [--print-scrontab | --print-crontab] [--no-post] [-- PYTEST_ARGS...]
+    drain    --site X RUN_DIR [--apply]     drain what RUN_DIR convicted, undrain ours that pass (preview)
+    undrain  --site X RUN_DIR [--apply]     only undrain nodes clusteraccept drained that RUN_DIR found clean
+    attest   --site X [--due]               per node/link: last verifying run and until when it holds
+
+The acceptance run itself is ``pytest suites/ --site X`` (see README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+from clusteraccept.errors import SiteConfigError, SubmitError
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.site import Site, load_site
+
+
+def _site(name: str) -> Site:
+    configs = Path(os.environ.get("CLUSTERACCEPT_SITE_CONFIGS", REPO_ROOT / "site-configs"))
+    site = load_site(name, configs)
+    if site.slurm.slurm_conf:
+        os.environ["SLURM_CONF"] = site.slurm.slurm_conf  # every Slurm client reads it (no configless DNS)
+    if site.blocks_from_slurm:
+        from clusteraccept.submit import slurm_blocks
+
+        site = dataclasses.replace(site, blocks=slurm_blocks(site))
+    return site
+
+
+def _nightly(args: argparse.Namespace) -> int:
+    from clusteraccept.ops import nightly
+
+    site = _site(args.site)
+    if args.print_scrontab:
+        # Slurm writes the job's --output there but does not create the directory.
+        (nightly.reports_dir(site) / site.name).mkdir(parents=True, exist_ok=True)
+        print(nightly.render_scrontab(site), end="")
+        return 0
+    if args.print_crontab:
+        print(nightly.render_crontab(site), end="")
+        return 0
+    night = nightly.night(site, args.pytest_args)
+    print(night.line)
+    if night.code != nightly.OK and site.ops.nightly.webhook_url and not args.no_post:
+        print(nightly.post(site.ops.nightly.webhook_url, night.line))
+    return night.code
+
+
+def _drain(args: argparse.Namespace, drain_nodes: bool) -> int:
+    from clusteraccept.ops.drain import run_for_site
+
+    site = _site(args.site)
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "results.json").exists():
+        print(f"{args.command}: expected a run directory with results.json, got {run_dir}", file=sys.stderr)
+        return 2
+    for line in run_for_site(site, run_dir, apply_now=args.apply, drain_nodes=drain_nodes):
+        print(line)
+    return 0
+
+
+def _attest(args: argparse.Namespace) -> int:
+    from clusteraccept.ops import attest
+
+    site = _site(args.site)
+    for line in attest.report_lines(site, Path(args.reports_dir) if args.reports_dir else None, args.due):
+        print(line)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m clusteraccept", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    n = sub.add_parser("nightly", help="run the nightly acceptance, or print its scrontab/crontab entry")
+    n.add_argument("--site", required=True)
+    n.add_argument("--print-scrontab", action="store_true", help="print the Slurm scrontab entry")
+    n.add_argument("--print-crontab", action="store_true", help="print a login node crontab line")
+    n.add_argument("--no-post", action="store_true", help="never post to the site's webhook")
+    n.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    for name, what in (("drain", "drain convicted nodes"), ("undrain", "undrain nodes that pass again")):
+        d = sub.add_parser(name, help=what)
+        d.add_argument("--site", required=True)
+        d.add_argument("run_dir")
+        d.add_argument("--apply", action="store_true", help="run the scontrol commands (default: preview)")
+    a = sub.add_parser("attest", help="attestations per node and link")
+    a.add_argument("--site", required=True)
+    a.add_argument("--reports-dir", default=None)
+    a.add_argument("--due", action="store_true", help="list only what is due for re-verification")
+    args = p.parse_args(argv)
+    try:
+        if args.command == "nightly":
+            return _nightly(args)
+        if args.command in ("drain", "undrain"):
+            return _drain(args, drain_nodes=args.command == "drain")
+        return _attest(args)
+    except (SiteConfigError, SubmitError, ValueError) as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

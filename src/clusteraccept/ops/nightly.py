@@ -1,0 +1,225 @@
+"""The nightly run: rendered into a Slurm ``scrontab`` entry (or a login node's crontab), it runs the suite
+into the site's fixed reports dir, compares the run with the last good one, writes a one-line summary
+(for mail or a chat webhook) and exits non-zero when anything regressed or the run is incomplete.
+
+``python -m clusteraccept nightly --site X --print-scrontab`` prints the entry; without ``--print-*`` it
+runs the night. Comparison (pure, :func:`verdict_of_night`) reuses the report's history and diff:
+``report.history`` (the runs store, for the previous runs and the medians' trends) and ``report.compare``
+(new failures, fixed, still failing). The "last good run" is the newest earlier run that is complete: every
+job COMPLETED with nothing missing, no ERROR verdict, not a dry run. Exit codes: 0 nothing regressed, 1
+regressions or new failures, 2 the run is incomplete or did not produce results.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.ops.cron import parse_scrontab
+from clusteraccept.render import REPO_ROOT, render
+from clusteraccept.site import Site
+
+DONE = ("COMPLETED", "FINISHED", "DONE")
+OK, REGRESSED, INCOMPLETE = 0, 1, 2
+
+
+def reports_dir(site: Site) -> Path:
+    return Path(site.ops.nightly.reports_dir or REPO_ROOT / "reports")
+
+
+def summary_path(site: Site) -> Path:
+    return Path(site.ops.nightly.summary_file or reports_dir(site) / site.name / "nightly-summary.txt")
+
+
+def complete(results: Mapping[str, Any]) -> bool:
+    """Ran to the end: every job COMPLETED with nothing missing, verdicts for all, none ERROR."""
+    if results.get("dry_run") or not results.get("verdicts"):
+        return False
+    if any(j.get("missing") or j.get("state") not in DONE for j in results.get("jobs", [])):
+        return False
+    return not any(v["outcome"] == "error" for v in results["verdicts"])
+
+
+# --- rendering the entry -----------------------------------------------------------------------------
+def command(site: Site, python: str | None = None) -> str:
+    """The shell line the entry runs (a scrontab job starts in $HOME with the user's login environment,
+    src/scrontab/scrontab.c _entry_to_job: so cd and SLURM_CONF are explicit)."""
+    py = python or site.slurm.python or sys.executable
+    env = f"SLURM_CONF={shlex.quote(site.slurm.slurm_conf)} " if site.slurm.slurm_conf else ""
+    site_file = str(Path(site.file).resolve())
+    run = f"{shlex.quote(py)} -m clusteraccept nightly --site {shlex.quote(site_file)}"
+    return f"cd {shlex.quote(str(REPO_ROOT))} && {env}{run}"
+
+
+def _no_space(what: str, value: str) -> str:
+    # #SCRON options are split on whitespace with no quoting (src/scrontab/parse.c get_argument).
+    if any(c.isspace() for c in value):
+        raise ValueError(f"{what} {value!r} has whitespace, which a #SCRON line cannot carry")
+    return value
+
+
+def render_scrontab(site: Site, python: str | None = None) -> str:
+    n = site.ops.nightly
+    out_dir = reports_dir(site) / site.name
+    text = render(
+        "scrontab.j2",
+        site=site.name,
+        schedule=n.schedule,
+        time_limit_min=n.time_limit_min,
+        output=_no_space("output path", str(out_dir / "nightly-%j.out")),
+        options=[_no_space("option", o) for o in n.scron_options],
+        command=command(site, python),
+    )
+    parse_scrontab(text)  # never hand out an entry scrontab would refuse
+    return text
+
+
+def render_crontab(site: Site, python: str | None = None) -> str:
+    log = reports_dir(site) / site.name / "nightly.log"
+    # crontab(5): an unescaped % in the command is a newline
+    line = f"{command(site, python)} >> {shlex.quote(str(log))} 2>&1".replace("%", r"\%")
+    text = render("crontab.j2", site=site.name, schedule=site.ops.nightly.schedule, line=line)
+    parse_scrontab(text)
+    return text
+
+
+# --- comparing with the last good run ----------------------------------------------------------------
+def previous_run_ids(store: Path, results: Mapping[str, Any], run_root: Path) -> list[str]:
+    """Earlier runs of the site, newest first: from the report's history store when it has them, else
+    from the run directories beside this one."""
+    ids: list[str] = []
+    if store.exists():
+        from contextlib import closing
+
+        from clusteraccept.report import history
+
+        with closing(history.connect(store)) as con:
+            ids = history.previous_runs(
+                con, str(results.get("site")), str(results["run_id"]), str(results.get("started") or ""), 60
+            )[::-1]
+    if not ids:
+        runs = [p for p in run_root.iterdir() if p.name not in ("latest", results["run_id"]) and p.is_dir()]
+        ids = sorted((p.name for p in runs if (p / "results.json").exists()), reverse=True)
+    return ids
+
+
+def last_good(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[str, Any] | None:
+    from clusteraccept.rundir import read_json
+
+    started = str(results.get("started") or "")
+    for run_id in previous_run_ids(store, results, run_root):
+        path = run_root / run_id / "results.json"
+        if not path.exists():
+            continue
+        other: dict[str, Any] = read_json(path)
+        if str(other.get("started") or "") <= started and complete(other):
+            return other
+    return None
+
+
+@dataclass(frozen=True)
+class Night:
+    code: int  # OK | REGRESSED | INCOMPLETE
+    line: str  # the one-line summary
+    detail: dict[str, Any]
+
+
+def verdict_of_night(
+    site: str, results: Mapping[str, Any], reference: Mapping[str, Any] | None, trend_flags: Sequence[str]
+) -> Night:
+    """Compare a night with the last good run (pure): what regressed, the one line, the exit code."""
+    from clusteraccept.report.compare import compare
+
+    run_id = results.get("run_id")
+    bad = sorted(
+        {
+            f"{v['check']}[{v['subject']}]"
+            for v in results.get("verdicts", [])
+            if v["outcome"] in ("fail", "error")
+        }
+    )
+    diff: dict[str, Any]
+    if reference is None:
+        diff = {"new_failures": bad, "n_new_failures": len(bad), "n_fixed": 0, "n_still_failing": 0}
+        against = "no earlier good run"
+    else:
+        diff = compare(reference, results)
+        against = f"vs {reference.get('run_id')}"
+    n_new = int(diff["n_new_failures"])
+    # culprits first: "nccl.localization[node3]" says more than the 20 busbw results it explains
+    named = sorted(diff["new_failures"], key=lambda t: (not t.startswith("nccl.localization["), t))
+    first = ", ".join(named[:3]) + (" ..." if n_new > 3 else "")
+    lost = [
+        f"{j['name']}: {', '.join(j['missing'][:3])}" for j in results.get("jobs", []) if j.get("missing")
+    ]
+    if not complete(results):
+        code, head = INCOMPLETE, "INCOMPLETE"
+    elif n_new or trend_flags:
+        code, head = REGRESSED, "REGRESSED"
+    else:
+        code, head = OK, "OK"
+    parts = [f"{n_new} new failure(s)" + (f" ({first})" if n_new else "")]
+    if trend_flags:
+        parts.append(f"{len(trend_flags)} median regression(s) ({', '.join(trend_flags[:2])})")
+    parts.append(f"{diff['n_fixed']} fixed, {diff['n_still_failing']} still failing {against}")
+    if lost:
+        parts.append(f"lost: {'; '.join(lost[:2])}")
+    line = f"clusteraccept nightly {site} run {run_id}: {head}: " + "; ".join(parts)
+    return Night(code, line, {"diff": diff, "trend_regressions": list(trend_flags), "reference": against})
+
+
+def post(url: str, line: str, opener: Callable[..., Any] | None = None) -> str:
+    """POST ``{"text": line}`` (the Slack/Mattermost incoming-webhook shape) and say how it went."""
+    import urllib.request
+
+    req = urllib.request.Request(
+        url, data=json.dumps({"text": line}).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with (opener or urllib.request.urlopen)(req, timeout=10) as resp:
+            return f"webhook: HTTP {getattr(resp, 'status', '?')}"
+    except OSError as exc:  # urllib's URLError is an OSError: the night's result stands, say it failed
+        return f"webhook: not delivered ({exc})"
+
+
+# --- the night ---------------------------------------------------------------------------------------
+def night(site: Site, extra_args: Sequence[str] = (), python: str | None = None) -> Night:
+    """Run the suite into the fixed reports dir, compare, write the summary; returns the Night."""
+    from clusteraccept.rundir import new_run_id, read_json, write_json
+
+    reports = reports_dir(site)
+    run_id = new_run_id()
+    argv = [
+        python or sys.executable, "-m", "pytest", "suites/", f"--site={Path(site.file).resolve()}",
+        f"--reports-dir={reports}", f"--run-id={run_id}", "-q", *site.ops.nightly.pytest_args, *extra_args,
+    ]  # fmt: skip
+    proc = subprocess.run(argv, cwd=REPO_ROOT, check=False)
+    run_dir = reports / site.name / run_id
+    if not (run_dir / "results.json").exists():
+        line = (
+            f"clusteraccept nightly {site.name} run {run_id}: INCOMPLETE: no results "
+            f"(pytest exit {proc.returncode})"
+        )
+        result = Night(INCOMPLETE, line, {})
+    else:
+        results = read_json(run_dir / "results.json")
+        store = reports / site.name / "history.sqlite"
+        flags: list[str] = []
+        if store.exists():
+            from clusteraccept.report.history import key_stats, trends
+
+            flags = [t.key for t in trends(store, results, key_stats(results)) if t.regression]
+        result = verdict_of_night(site.name, results, last_good(reports / site.name, results, store), flags)
+        line = f"{result.line}; report {run_dir / 'report.html'}"
+        result = Night(result.code, line, result.detail)
+        write_json(run_dir / "nightly.json", {"code": result.code, "summary": line, **result.detail})
+    out = summary_path(site)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(result.line + "\n")
+    return result

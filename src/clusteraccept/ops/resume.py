@@ -1,0 +1,289 @@
+"""``--resume RUN_DIR``: rerun only what a run lost for reasons outside the hardware, into the same run.
+
+What is rerun (:func:`what_to_rerun`, pure): the subjects listed in ``results.json`` ``jobs[].missing``
+(node down, job timeout, preemption, sbatch refused), the subjects of ERROR verdicts (a step that timed
+out, evidence that never came back), and the steps of a job Slurm ended early (NODE_FAIL, TIMEOUT,
+PREEMPTED...) whose launch did not pass (a step killed with its job exits non-zero and is judged FAIL).
+Probe nodes are collected again (every family of the run), campaign steps run again in reduced campaigns
+on just the nodes they need. Verdicts already reached stay: their
+evidence stays in raw/ and is judged again with the same site and baselines (a resume with other
+baselines is refused: rejudge the run first). The evidence the rerun replaces moves to
+``superseded/r<N>/`` (kept, never judged), and the old job records whose losses were all rerun move to
+``results["resumes"][N]["superseded_jobs"]``, so a resumed run that is now whole is complete in every report.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.evidence import Evidence, archive, load, slug
+from clusteraccept.plan import CampaignJob, Plan, ProbeJob, make_plan
+from clusteraccept.site import COLLECTIVES, Site
+
+DONE = ("COMPLETED", "FINISHED", "DONE")
+NODE_FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")
+
+
+class ResumeError(Exception):
+    """The run cannot be resumed (dry run, other baselines, no results.json)."""
+
+
+@dataclass(frozen=True)
+class Rerun:
+    nodes: tuple[str, ...]  # probe nodes to collect again
+    steps: frozenset[str]  # campaign steps "collective:subject" to run again
+    unknown: tuple[str, ...] = ()  # lost items the current plan no longer has
+
+    @property
+    def empty(self) -> bool:
+        return not self.nodes and not self.steps
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _step_of_item(item: str, by_subject: Mapping[str, list[str]]) -> list[str]:
+    """A ``missing`` entry -> step names: ``sendrecv:a-b:rail0`` as is; a bare subject (sbatch refused a
+    whole campaign) -> every planned step of that subject."""
+    head = item.split(":", 1)[0]
+    if head in COLLECTIVES and ":" in item:
+        return [item]
+    return by_subject.get(item, [])
+
+
+def job_steps(results: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Campaign job name -> its step names, from the run's recorded plan (and its earlier resumes: a
+    ``campaign-leaf2-r1`` ran that campaign's steps that resume 1 reran)."""
+    out = {
+        str(cj["name"]): {s for r in cj["rounds"] for s in r["steps"]}
+        for cj in (results.get("plan") or {}).get("campaign_jobs", [])
+    }
+    for entry in results.get("resumes", []):
+        rerun = set(entry.get("rerun_steps", []))
+        for name, steps in list(out.items()):
+            if not re.search(r"-r\d+$", name):
+                out[f"{name}-r{entry['resume']}"] = steps & rerun
+    return out
+
+
+def killed_steps(results: Mapping[str, Any]) -> set[str]:
+    """Steps of campaign jobs that Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED...) whose
+    own launch did not pass: killed with their job, whatever the hardware did (pure)."""
+    launch = {
+        f"{collective}:{subject}": str(v["outcome"])
+        for v in results.get("verdicts", [])
+        if v["check"] == "nccl.launch"
+        for subject, _, collective in [str(v["subject"]).rpartition(":")]
+    }
+    steps = job_steps(results)
+    out: set[str] = set()
+    for job in results.get("jobs", []):
+        if job.get("state") in (*DONE, "SUBMIT_ERROR", "DRY_RUN"):
+            continue
+        out |= {s for s in steps.get(str(job.get("name")), set()) if launch.get(s, "pass") != "pass"}
+    return out
+
+
+def what_to_rerun(results: Mapping[str, Any], plan: Plan) -> Rerun:
+    """The lost part of a run (pure): missing subjects of its jobs, the subjects of ERROR verdicts, and
+    the steps of jobs Slurm ended early (node failure, timeout, preemption) that did not pass."""
+    planned = {s.name for s in plan.steps()}
+    by_subject: dict[str, list[str]] = defaultdict(list)
+    for name in planned:
+        by_subject[name.split(":", 1)[1]].append(name)
+    probe_nodes = {n for pj in plan.probe_jobs for n in pj.nodes}
+    nodes: set[str] = set()
+    steps: set[str] = set()
+    unknown: list[str] = []
+
+    def add(into: set[str], item: str, known: set[str] | dict[str, list[str]]) -> None:
+        if item in known:
+            into.add(item)
+        else:
+            unknown.append(item)
+
+    for job in results.get("jobs", []):
+        for item in job.get("missing", []):
+            if str(job.get("name", "")).startswith("probe"):
+                add(nodes, item, probe_nodes)
+                continue
+            found = _step_of_item(item, by_subject)
+            steps.update(found)
+            if not found:
+                unknown.append(item)
+    for v in results.get("verdicts", []):
+        if v["outcome"] != "error":
+            continue
+        if v["family"] == "nccl":
+            # nccl.launch on "<subject>:<collective>" (the step's own verdict)
+            subject, _, collective = str(v["subject"]).rpartition(":")
+            add(steps, f"{collective}:{subject}", planned)
+        else:
+            add(nodes, str(v["subject"]).split(":", 1)[0], probe_nodes)
+    for name in killed_steps(results):
+        add(steps, name, planned)
+    order = [n for pj in plan.probe_jobs for n in pj.nodes]
+    return Rerun(
+        tuple(n for n in order if n in nodes), frozenset(steps & planned), tuple(dict.fromkeys(unknown))
+    )
+
+
+def reduced_plan(plan: Plan, rerun: Rerun, suffix: str) -> Plan:
+    """The plan cut down to the rerun: probe jobs on the rerun nodes, campaigns with only the rerun steps
+    (rounds kept in order, empty ones dropped) allocated on just the nodes those steps use."""
+    probes = tuple(
+        ProbeJob(f"{pj.name}-{suffix}", tuple(n for n in pj.nodes if n in rerun.nodes), pj.families)
+        for pj in plan.probe_jobs
+        if any(n in rerun.nodes for n in pj.nodes)
+    )
+    campaigns: list[CampaignJob] = []
+    for cj in plan.campaign_jobs:
+        rounds = [replace(r, steps=tuple(s for s in r.steps if s.name in rerun.steps)) for r in cj.rounds]
+        kept = tuple(replace(r, index=i) for i, r in enumerate(r for r in rounds if r.steps))
+        if kept:
+            used = {n for r in kept for s in r.steps for n in s.nodes}
+            nodes = tuple(n for n in cj.nodes if n in used)
+            campaigns.append(CampaignJob(f"{cj.name}-{suffix}", cj.block, nodes, kept))
+    return Plan(probes, tuple(campaigns))
+
+
+def _covered(item: str, rerun: Rerun) -> bool:
+    if item in rerun.nodes or item in rerun.steps:
+        return True
+    return any(s.split(":", 1)[1] == item for s in rerun.steps)  # a bare subject (sbatch refused)
+
+
+def merge_jobs(
+    old: Iterable[Mapping[str, Any]], new: list[dict[str, Any]], rerun: Rerun
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(jobs that still describe the run, old records superseded by the rerun). Pure.
+
+    A complete old job stays; an incomplete one stays with the losses the rerun did not cover, or moves
+    to the superseded list when the rerun covered them all.
+    """
+    jobs: list[dict[str, Any]] = []
+    superseded: list[dict[str, Any]] = []
+    for j in old:
+        job = dict(j)
+        if job.get("state") in DONE and not job.get("missing"):
+            jobs.append(job)
+            continue
+        remaining = [m for m in job.get("missing", []) if not _covered(m, rerun)]
+        if remaining:
+            jobs.append({**job, "missing": remaining})
+        else:
+            superseded.append(job)
+    return jobs + new, superseded
+
+
+_NUMBERED = r"(\.\d+)?\.json"
+
+
+def supersede(run_dir: Path, rerun: Rerun, n: int) -> list[str]:
+    """Move the evidence the rerun replaces out of raw/ into superseded/r<n>/ (same layout)."""
+    raw, dest = run_dir / "raw", run_dir / "superseded" / f"r{n}"
+    moved: list[Path] = []
+    for node in rerun.nodes:
+        for family in NODE_FAMILIES:
+            d = raw / family / slug(node)
+            if d.is_dir():
+                moved += sorted(d.glob("*.json"))
+    for step in rerun.steps:
+        collective, subject = step.split(":", 1)
+        base = re.escape(slug(f"{collective}_{subject}"))
+        d = raw / "nccl" / slug(subject)
+        if d.is_dir():
+            moved += [p for p in sorted(d.glob("*.json")) if re.fullmatch(base + _NUMBERED, p.name)]
+    out = []
+    for p in moved:
+        target = dest / p.relative_to(raw)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(p), target)
+        out.append(str(target.relative_to(run_dir)))
+    return out
+
+
+def _archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:
+    out: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
+    for path in sorted((run_dir / "raw").glob("*/*/*.json")):
+        ev = load(path)
+        out[ev.meta.get("check", path.parent.parent.name)].append((ev, str(path.relative_to(run_dir))))
+    return out
+
+
+def resume_run(
+    site: Site, run_dir: Path, *, executor: str | None = None, token: str | None = None
+) -> dict[str, Any]:
+    """Rerun the lost part of ``run_dir`` and merge it in; returns the updated results (also written)."""
+    from clusteraccept import session
+    from clusteraccept.rundir import read_json, write_json
+    from clusteraccept.submit import JobLayer
+
+    path = run_dir / session.RESULTS
+    if not path.exists():
+        raise ResumeError(f"--resume {run_dir}: expected a run directory with results.json, got none there")
+    results: dict[str, Any] = read_json(path)
+    resumes: list[dict[str, Any]] = results.setdefault("resumes", [])
+    if token and resumes and resumes[-1].get("token") == token:
+        return results  # another pytest-xdist worker of this session already resumed it
+    if results.get("dry_run"):
+        raise ResumeError(f"--resume {run_dir}: a dry run submitted nothing; run it for real instead")
+    if results.get("baselines_sha256") and results["baselines_sha256"] != session.baselines_hash(site):
+        raise ResumeError(
+            f"--resume {run_dir}: the site's baselines changed since this run (sha256 "
+            f"{results['baselines_sha256']} -> {session.baselines_hash(site)}); --rejudge it first"
+        )
+    families = tuple(f for f in results.get("families", []) if f != "nccl")
+    nccl = "nccl" in results.get("families", [])
+    plan = make_plan(site, families=families, nccl=nccl)
+    rerun = what_to_rerun(results, plan)
+    n = len(resumes) + 1
+    entry: dict[str, Any] = {
+        "resume": n,
+        "token": token or new_token(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "rerun_nodes": list(rerun.nodes),
+        "rerun_steps": sorted(rerun.steps),
+        "not_rerun": list(rerun.unknown),
+    }
+    if rerun.empty:
+        entry["ended"] = entry["started"]
+        resumes.append(entry)
+        write_json(path, results)
+        return results
+    if site.simulated:
+        from clusteraccept.sim.prepare import prepare
+
+        prepare(site)
+    entry["superseded_evidence"] = supersede(run_dir, rerun, n)
+    layer = JobLayer(site, run_dir, executor=executor)
+    small = reduced_plan(plan, rerun, f"r{n}")
+    for pj in small.probe_jobs:
+        layer.submit_probes(pj, session.probe_options(site))
+    for cj in small.campaign_jobs:
+        layer.submit_campaign(cj)
+    outcomes = layer.wait()
+    for o in outcomes:
+        for ev in o.evidence:
+            family = ev.meta.get("check", "misc")
+            name = f"{ev.meta['collective']}_{ev.meta['subject']}" if "subject" in ev.meta else None
+            archive(ev, run_dir / "raw", family, name)
+    archived = _archived(run_dir)
+    new_jobs = [session._outcome_dict(o) for o in outcomes]
+    results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)
+    entry["jobs"] = [j["name"] for j in new_jobs]
+    results["verdicts"] = [v.to_dict() for v in session.judge_all(site, archived, families, nccl)]
+    results["fingerprint"] = session.fingerprint_of(archived)
+    entry["ended"] = results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
+    resumes.append(entry)
+    write_json(path, results)
+    return results

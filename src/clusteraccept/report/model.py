@@ -1,0 +1,283 @@
+"""What the reports show, derived from one results.json document in ONE pass over its verdicts (pure).
+
+At 4,096 nodes a run has ~10^6 verdicts: everything here is a plain loop with dict look-ups, no per-verdict
+objects beyond the rows the charts need, so the report stays a few seconds long at that size.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+SUITES = ("topology", "gpudirect", "roce", "sharp", "nccl-pairs", "nccl-blocks")
+FAMILIES = ("topology", "gpudirect", "roce", "sharp", "nccl")  # checks.FAMILIES, without importing pandas
+OUTCOMES = ("pass", "fail", "error", "skip", "waived")
+PAIR_SCOPES = frozenset({"pair_in_block", "pair_cross_block"})
+BLOCK_SCOPES = frozenset({"block", "all", "intra_node"})
+OK_STATES = frozenset({"COMPLETED", "FINISHED", "DONE"})
+
+
+class PairRow(NamedTuple):
+    """One pair x rail busbw verdict (nccl.busbw on ``a-b:railK:collective:size``)."""
+
+    a: str
+    b: str
+    rail: int
+    collective: str
+    size_B: int
+    value: float
+    ref: float | None
+    failed: bool
+    cross: bool
+    evidence: str
+
+
+class BlockRow(NamedTuple):
+    """One block / whole-set / intra-node collective busbw verdict."""
+
+    subject: str  # leaf2 | all | node3
+    scope: str
+    collective: str
+    size_B: int
+    value: float
+    ref: float | None
+    lower: float | None
+    failed: bool
+
+
+@dataclass
+class Digest:
+    counts: dict[str, Counter[str]] = field(default_factory=dict)  # suite -> outcome -> n
+    total: Counter[str] = field(default_factory=Counter)
+    suites: list[str] = field(default_factory=list)  # the suite of each verdict, in order
+    failures: list[dict[str, Any]] = field(default_factory=list)  # fail + error verdicts, in order
+    waived: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[PairRow] = field(default_factory=list)
+    blocks: list[BlockRow] = field(default_factory=list)
+    localization: list[dict[str, Any]] = field(default_factory=list)  # failed nccl.localization verdicts
+    # numeric values per baseline key (labels.key, else the check id) of pass/fail/waived verdicts, with the
+    # first verdict's (unit, ref, lower, upper) and the number of failures: history.key_stats' input
+    key_values: dict[str, list[float]] = field(default_factory=dict)
+    key_meta: dict[str, tuple[str, Any, Any, Any]] = field(default_factory=dict)
+    key_fails: Counter[str] = field(default_factory=Counter)
+
+
+def known_nodes(results: Mapping[str, Any]) -> list[str]:
+    """The site's nodes in site order (results.json ``nodes``; older files: the probe plan, fingerprint)."""
+    if results.get("nodes"):
+        return list(results["nodes"])
+    for job in results.get("plan", {}).get("probe_jobs", []):
+        if job.get("nodes"):
+            return list(job["nodes"])
+    return sorted(results.get("fingerprint", {}).get("nodes", {}))
+
+
+def known_blocks(results: Mapping[str, Any]) -> dict[str, list[str]]:
+    if results.get("blocks"):
+        return {k: list(v) for k, v in results["blocks"].items()}
+    jobs = results.get("plan", {}).get("campaign_jobs", [])
+    return {j["block"]: list(j["nodes"]) for j in jobs if j.get("block") not in (None, "cross")}
+
+
+def split_pair(pair: str, nodes: frozenset[str]) -> tuple[str, str]:
+    """``node1-node3`` -> (node1, node3); host names may contain '-', so the site's nodes decide."""
+    if pair.count("-") == 1:
+        a, b = pair.split("-")
+        return a, b
+    for i, ch in enumerate(pair):
+        if ch == "-" and pair[:i] in nodes and pair[i + 1 :] in nodes:
+            return pair[:i], pair[i + 1 :]
+    mid = pair.count("-") // 2 + 1  # unknown names: split at the middle dash
+    parts = pair.split("-")
+    return "-".join(parts[:mid]), "-".join(parts[mid:])
+
+
+def suite_of(v: Mapping[str, Any], nodes: frozenset[str]) -> str:
+    """The junit/summary suite: the family, nccl split into nccl-pairs and nccl-blocks (as suites/ are)."""
+    return _suite_fast(v, v.get("labels") or {}, nodes)
+
+
+# The suite of an nccl verdict by its scope label (the common case: one dict look-up).
+_SCOPE_SUITE = {
+    "pair_in_block": "nccl-pairs",
+    "pair_cross_block": "nccl-pairs",
+    "pairs": "nccl-pairs",
+    "block": "nccl-blocks",
+    "all": "nccl-blocks",
+    "intra_node": "nccl-blocks",
+}
+_NUMBERS = (int, float)
+
+
+def digest(results: Mapping[str, Any]) -> Digest:
+    """Counts per suite, the failures, per-key values and the chart rows, in one pass (hot at 10^6)."""
+    nodes = frozenset(known_nodes(results))
+    d = Digest()
+    counts: dict[tuple[str, str], int] = {}
+    pair_cache: dict[str, tuple[str, str]] = {}
+    key_values, key_meta, key_fails = d.key_values, d.key_meta, d.key_fails
+    add_suite, add_pair, add_block = d.suites.append, d.pairs.append, d.blocks.append
+    scope_suite = _SCOPE_SUITE
+    for v in results.get("verdicts", []):
+        outcome = v["outcome"]
+        labels = v.get("labels") or {}
+        family = v["family"]
+        if family == "nccl":
+            scope = labels.get("scope", "")
+            suite = scope_suite.get(scope) or _suite_fast(v, labels, nodes)
+        else:
+            scope, suite = "", family
+        add_suite(suite)
+        ck = (suite, outcome)
+        counts[ck] = counts.get(ck, 0) + 1
+        if outcome != "pass":
+            if outcome == "fail" or outcome == "error":
+                d.failures.append(v)
+                if outcome == "fail" and v["check"] == "nccl.localization":
+                    d.localization.append(v)
+            elif outcome == "waived":
+                d.waived.append(v)
+        value = v.get("value")
+        if value is None or value.__class__ not in _NUMBERS:
+            continue
+        check = v["check"]
+        if outcome != "skip" and outcome != "error":  # judged against a baseline: the key's trend
+            key = labels.get("key") or check
+            bucket = key_values.get(key)
+            if bucket is None:
+                bucket = key_values[key] = []
+                key_meta[key] = (v.get("unit") or "", v.get("ref"), v.get("lower"), v.get("upper"))
+            bucket.append(float(value))
+            if outcome == "fail":
+                key_fails[key] += 1
+        if check != "nccl.busbw":
+            continue
+        if scope == "pair_in_block" or scope == "pair_cross_block":
+            pair, rail, collective = v["subject"].split(":", 3)[:3]
+            ab = pair_cache.get(pair)
+            if ab is None:
+                ab = pair_cache[pair] = split_pair(pair, nodes)
+            add_pair(
+                PairRow(
+                    ab[0],
+                    ab[1],
+                    int(labels.get("rail") or rail.removeprefix("rail")),
+                    collective,
+                    int(labels.get("size_B") or 0),
+                    float(value),
+                    v.get("ref"),
+                    outcome == "fail",
+                    scope == "pair_cross_block",
+                    (v.get("evidence") or ("",))[0],
+                )
+            )
+        elif scope in BLOCK_SCOPES:
+            add_block(
+                BlockRow(
+                    v["subject"].split(":", 1)[0],
+                    scope,
+                    labels.get("collective", ""),
+                    int(labels.get("size_B") or 0),
+                    float(value),
+                    v.get("ref"),
+                    v.get("lower"),
+                    outcome == "fail",
+                )
+            )
+    by_suite: dict[str, Counter[str]] = {}
+    for (suite, outcome), n in counts.items():
+        by_suite.setdefault(suite, Counter())[outcome] = n
+        d.total[outcome] += n
+    d.counts = {s: by_suite[s] for s in (*SUITES, *sorted(set(by_suite) - set(SUITES))) if s in by_suite}
+    return d
+
+
+def _suite_fast(v: Mapping[str, Any], labels: Mapping[str, str], nodes: frozenset[str]) -> str:
+    family: str = v["family"]
+    if family != "nccl":
+        return family
+    scope = labels.get("scope")
+    if scope:
+        return "nccl-pairs" if scope in PAIR_SCOPES or scope == "pairs" else "nccl-blocks"
+    subject: str = v["subject"]
+    if ":rail" in subject:  # pair steps are named a-b:railK (subjects.py, plan.py)
+        return "nccl-pairs"
+    if v["check"] == "nccl.localization" and subject in nodes:
+        return "nccl-pairs"  # test_node_not_blamed lives in test_nccl_pairs.py
+    return "nccl-blocks"
+
+
+@dataclass(frozen=True)
+class Banner:
+    verdict: str  # ACCEPT | REJECT | INCOMPLETE
+    reasons: tuple[str, ...]
+
+
+def banner(
+    results: Mapping[str, Any],
+    total: Counter[str] | None = None,
+    counts: Mapping[str, Counter[str]] | None = None,
+) -> Banner:
+    """REJECT on any failure; INCOMPLETE when anything could not be judged or the run was partial."""
+    if total is None:
+        total = Counter(v["outcome"] for v in results.get("verdicts", []))
+    failed_in = ", ".join(f"{s} {c['fail']}" for s, c in (counts or {}).items() if c["fail"])
+    reasons: list[str] = []
+    if results.get("dry_run"):
+        return Banner("INCOMPLETE", ("dry run: job scripts were written, nothing was submitted or judged",))
+    if total["fail"]:
+        reasons.append(f"{total['fail']} failed verdict(s)" + (f": {failed_in}" if failed_in else ""))
+    bad_jobs = [
+        j
+        for j in results.get("jobs", [])
+        if j.get("missing") or str(j.get("state", "")).split(" ")[0] not in OK_STATES
+    ]
+    incomplete: list[str] = []
+    if bad_jobs:
+        names = ", ".join(sorted({str(j.get("name")) for j in bad_jobs})[:5])
+        incomplete.append(f"{len(bad_jobs)} job(s) did not finish cleanly or returned nothing ({names})")
+    if total["error"]:
+        incomplete.append(f"{total['error']} check(s) could not be judged (ERROR)")
+    if not sum(total.values()):
+        incomplete.append("no verdicts")
+    missing = [f for f in FAMILIES if f not in results.get("families", FAMILIES)]
+    if missing:
+        incomplete.append(f"check families not run: {', '.join(missing)}")
+    if results.get("subset"):
+        incomplete.append("only part of the nccl campaign was selected (-k)")
+    reasons += incomplete
+    if total["fail"]:
+        return Banner("REJECT", tuple(reasons))
+    if incomplete:
+        return Banner("INCOMPLETE", tuple(reasons))
+    waived = f"; {total['waived']} failure(s) waived with a reason" if total["waived"] else ""
+    return Banner("ACCEPT", (f"every check passed or was skipped with a reason{waived}",))
+
+
+def culprit_parts(v: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(kind, subject, localization's own sentence) for each culprit named by one localization verdict."""
+    raw = str(v.get("labels", {}).get("culprits", ""))
+    named = [tuple(c.split(":", 1)) for c in raw.split("|") if ":" in c]
+    text = str(v.get("message", "")).removeprefix("culprit: ")
+    parts = [p if p.endswith("]") else p + "]" for p in text.split("]; ")] if text else []
+    if len(parts) != len(named):
+        parts = [text] * len(named)
+    return [(k, s, p) for (k, s), p in zip(named, parts, strict=True)]
+
+
+def convicts(kind: str, subject: str, row: PairRow, blocks: Mapping[str, Iterable[str]]) -> bool:
+    """Whether the slow pair row ``row`` is evidence against culprit (kind, subject) (localize.py's rules)."""
+    if kind == "node":
+        return subject in (row.a, row.b)
+    if kind == "rail":
+        node, _, rail = subject.rpartition(":rail")
+        return node in (row.a, row.b) and str(row.rail) == rail
+    if kind == "path":
+        pair, _, rail = subject.rpartition(":rail")
+        return str(row.rail) == rail and pair in (f"{row.a}-{row.b}", f"{row.b}-{row.a}")
+    if kind == "uplink":
+        members = set(blocks.get(subject, ()))
+        return row.cross and ((row.a in members) != (row.b in members))
+    return False

@@ -1,0 +1,280 @@
+"""Operations on the virtual Slurm cluster: the nightly run started from its rendered scrontab entry,
+``--resume`` after a node dies mid-campaign, ``--drain-failed`` on a convicted node next to one drained by
+someone else. Real sbatch/srun/scontrol, simulated node hardware and fabric (nccl family only, for time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusteraccept.ops.cron import parse_scrontab
+from clusteraccept.ops.drain import parse_sinfo
+from clusteraccept.report.model import banner
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.vcluster
+PY = sys.executable
+
+
+def write_site(vcluster: Any, tmp: Path, faults: list[str], name: str = "site.yaml") -> Path:
+    """The demo site on this cluster, its simulated hardware under ``tmp``, with ``faults`` only."""
+    text = (REPO / "site-configs" / "demo.yaml").read_text()
+    text = text.replace('"{repo}/.vcluster/demo/etc/slurm.conf"', f'"{vcluster.slurm_conf}"')
+    text = text.replace("{repo}/.vcluster/sim/demo", str(tmp / "sim"))
+    text = text.replace("block_collectives: [all_reduce, alltoall]", "block_collectives: [all_reduce]")
+    text = re.sub(r"sim:\n  faults:\n(    - .*\n)+", "sim:\n  faults: [" + ", ".join(faults) + "]\n", text)
+    text += f"""
+nightly:
+  reports_dir: "{tmp / "reports"}"
+  schedule: "15 3 * * *"
+  summary_file: "{tmp / "summary.txt"}"
+  pytest_args: ["-m", "nccl", "-p", "no:randomly"]
+  scron_options: ["--partition={vcluster.partition}"]
+drain:
+  max_fraction: 0.5
+"""
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def slurm(vcluster: Any, *argv: str) -> str:
+    env = {**os.environ, **vcluster.env}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=30).stdout
+
+
+def states(vcluster: Any) -> dict[str, Any]:
+    return parse_sinfo(slurm(vcluster, "sinfo", "-N", "-h", "-o", "%N|%T|%E"))
+
+
+@pytest.fixture
+def nodes_back(vcluster: Any) -> Iterator[None]:
+    """Whatever a test drained or took down is back in service afterwards."""
+    yield
+    for node in vcluster.nodes:
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+            env={**os.environ, **vcluster.env},
+            capture_output=True,
+            check=False,
+        )
+
+
+def runs(reports: Path, site: str = "demo") -> list[Path]:
+    return sorted(p for p in (reports / site).iterdir() if p.name != "latest" and p.is_dir())
+
+
+def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes_back: None) -> None:
+    site = write_site(vcluster, tmp_path, [])
+    printed = subprocess.run(
+        [PY, "-m", "clusteraccept", "nightly", "--site", str(site), "--print-scrontab"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    (entry,) = parse_scrontab(printed.stdout)  # what scrontab would accept: one entry with its #SCRON lines
+    assert entry.spec == "15 3 * * *" and f"--partition={vcluster.partition}" in entry.options
+    (tmp_path / "nightly.scrontab").write_text(printed.stdout)
+
+    def night() -> subprocess.CompletedProcess[str]:
+        # the entry's own command line, as the scrontab job's shell runs it (no waiting for 03:15)
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        return subprocess.run(
+            ["/bin/sh", "-c", entry.command],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+        )
+
+    first = night()
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert ": OK: 0 new failure(s)" in (tmp_path / "summary.txt").read_text()
+    (run1,) = runs(tmp_path / "reports")
+    # The regression: a slow rail on node3 appears; node1 gets a slow rail too (it is drained by an admin
+    # below, so --drain-failed must leave it alone).
+    write_site(
+        vcluster,
+        tmp_path,
+        [
+            "{kind: slow_rail, node: node3, rail: 5, factor: 0.55}",
+            "{kind: slow_rail, node: node1, rail: 2, factor: 0.55}",
+        ],
+    )
+    second = night()
+    assert second.returncode == 1, second.stdout[-3000:]
+    summary = (tmp_path / "summary.txt").read_text()
+    assert ": REGRESSED: " in summary and f"vs {run1.name}" in summary, summary
+    assert "nccl.busbw[node1-node2:rail2:sendrecv" in summary or "new failure(s) (nccl" in summary, summary
+    run2 = next(p for p in runs(tmp_path / "reports") if p != run1)
+    detail = json.loads((run2 / "nightly.json").read_text())
+    assert "nccl.localization[node3]" in detail["diff"]["new_failures"], detail
+    assert "nccl.localization[node1]" in detail["diff"]["new_failures"], detail
+
+    slurm(vcluster, "scontrol", "update", "NodeName=node1", "State=DRAIN", "Reason=admin: PSU swap")
+    drain = subprocess.run(
+        [
+            PY,
+            "-m",
+            "pytest",
+            "suites/",
+            f"--site={site}",
+            f"--rejudge={run2}",
+            "-m",
+            "nccl",
+            "-q",
+            "-p",
+            "no:randomly",
+            "--drain-failed=apply",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    assert "drain applied: 1 to drain" in drain.stdout, drain.stdout[-3000:]
+    now = states(vcluster)
+    assert (
+        now["node3"].drained and now["node3"].reason == f"clusteraccept: nccl.localization rail5 {run2.name}"
+    )
+    assert now["node1"].drained and now["node1"].reason == "admin: PSU swap"  # untouched, reason kept
+    assert not now["node2"].drained and not now["node4"].drained
+    record = json.loads((run2 / "drain.json").read_text())
+    assert [a["node"] for a in record["actions"]] == ["node3"]
+    assert any(s["node"] == "node1" and "someone else" in s["why"] for s in record["skipped"])
+    # An older run that found node3 clean never undoes the newer drain.
+    undo = subprocess.run(
+        [PY, "-m", "clusteraccept", "undrain", "--site", str(site), str(run1), "--apply"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=True,
+    )
+    assert "0 to undrain" in undo.stdout and "not newer than the drain" in undo.stdout, undo.stdout
+    assert states(vcluster)["node3"].drained
+
+
+def test_scrontab_accepts_the_rendered_file(vcluster: Any, tmp_path: Path) -> None:
+    """Only where this Slurm has the scrontab client and ScronParameters=enable (Debian 12's 22.05 has
+    no scrontab binary): submit the rendered file, list it back, remove it."""
+    if shutil.which("scrontab") is None:
+        pytest.skip("no scrontab client here (Debian 12's slurm-client 22.05.8 does not ship it)")
+    if "scronparameters=enable" not in Path(vcluster.slurm_conf).read_text().lower():
+        pytest.skip("the virtual cluster's slurm.conf has no ScronParameters=enable")
+    site = write_site(vcluster, tmp_path, [])
+    text = subprocess.run(
+        [PY, "-m", "clusteraccept", "nightly", "--site", str(site), "--print-scrontab"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    (tmp_path / "nightly.scrontab").write_text(text)
+    try:
+        slurm(vcluster, "scrontab", str(tmp_path / "nightly.scrontab"))
+        assert "clusteraccept nightly --site" in slurm(vcluster, "scrontab", "-l")
+    finally:
+        subprocess.run(["scrontab", "-r"], env={**os.environ, **vcluster.env}, check=False)
+
+
+def _kill_mid_campaign(vcluster: Any, reports: Path, victim: str, deadline_s: float = 240) -> None:
+    """Set ``victim`` DOWN once its block's campaign has finished some steps (not all), then back."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        spools = list(reports.glob("demo/*/spool/campaign-leaf2/*.json"))
+        if spools:
+            slurm(
+                vcluster, "scontrol", "update", f"NodeName={victim}", "State=DOWN", "Reason=test: node died"
+            )
+            while time.monotonic() < end:  # until Slurm has ended the job (NODE_FAIL)
+                queue = subprocess.run(
+                    ["squeue", "-h", "-o", "%j"],
+                    env={**os.environ, **vcluster.env},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if queue.returncode == 0 and "campaign-leaf2" not in queue.stdout:
+                    break
+                time.sleep(0.3)
+            slurm(vcluster, "scontrol", "update", f"NodeName={victim}", "State=RESUME")
+            return
+        time.sleep(0.2)
+    raise AssertionError("campaign-leaf2 never started")
+
+
+def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nodes_back: None) -> None:
+    site = write_site(vcluster, tmp_path, [])
+    reports = tmp_path / "reports"
+    argv = [
+        PY,
+        "-m",
+        "pytest",
+        "suites/",
+        f"--site={site}",
+        f"--reports-dir={reports}",
+        "-q",
+        "-p",
+        "no:randomly",
+    ]  # every family: the resumed run must be able to end ACCEPT
+    with subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        _kill_mid_campaign(vcluster, reports, "node4")
+        out, _ = proc.communicate(timeout=900)
+    (run,) = runs(reports)
+    before = json.loads((run / "results.json").read_text())
+    killed = next(j for j in before["jobs"] if j["name"] == "campaign-leaf2")
+    assert killed["state"] == "NODE_FAIL", (before["jobs"], out[-3000:])  # the kill happened mid-campaign
+    assert all(j["state"] == "COMPLETED" for j in before["jobs"] if j is not killed), before["jobs"]
+    assert banner(before).verdict != "ACCEPT"
+    leaf2 = {
+        s
+        for cj in before["plan"]["campaign_jobs"]
+        if cj["name"] == "campaign-leaf2"
+        for r in cj["rounds"]
+        for s in r["steps"]
+    }
+    reached = {
+        f"{v['subject'].rpartition(':')[2]}:{v['subject'].rpartition(':')[0]}"
+        for v in before["verdicts"]
+        if v["check"] == "nccl.launch" and v["outcome"] == "pass"
+    }
+    kept = {p.name for p in (run / "raw" / "nccl").rglob("*.json")}
+
+    again = subprocess.run(
+        [*argv[:5], f"--resume={run}", *argv[5:]],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+        check=False,
+    )
+    after = json.loads((run / "results.json").read_text())
+    (resume,) = after["resumes"]
+    rerun = set(resume["rerun_steps"])
+    # only what the dead job lost: its missing and killed steps, none it had finished, none of other jobs
+    assert set(killed["missing"]) <= rerun <= leaf2 - reached, (resume, killed)
+    assert rerun and len(rerun) < len(leaf2)
+    assert [j["name"] for j in after["jobs"] if j["name"].endswith("-r1")] == ["campaign-leaf2-r1"]
+    assert all(j["state"] == "COMPLETED" and not j["missing"] for j in after["jobs"]), after["jobs"]
+    assert banner(after).verdict == "ACCEPT", (banner(after), again.stdout[-3000:])
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert kept <= {p.name for p in (run / "raw" / "nccl").rglob("*.json")}  # what was reached stays
+    report = (run / "report.html").read_text()
+    assert "INCOMPLETE" not in report.split("</title>")[0]

@@ -1,0 +1,149 @@
+"""What --resume reruns (pure), how the rerun plan is cut, how job records merge, and superseding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.evidence import Evidence, archive
+from clusteraccept.ops.resume import Rerun, merge_jobs, reduced_plan, supersede, what_to_rerun
+from clusteraccept.plan import make_plan
+from clusteraccept.site import load_site
+
+REPO = Path(__file__).resolve().parents[3]
+SITE = load_site("demo", REPO / "site-configs")
+PLAN = make_plan(SITE, families=("topology",), nccl=True)
+
+
+def results(jobs: list[dict[str, Any]], verdicts: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    return {"jobs": jobs, "verdicts": list(verdicts), "families": ["topology", "nccl"]}
+
+
+def test_missing_and_error_subjects_are_rerun_nothing_else() -> None:
+    r = results(
+        [
+            {"name": "probe-nodes", "state": "COMPLETED", "missing": ["node4"]},
+            {
+                "name": "campaign-leaf2",
+                "state": "NODE_FAIL",
+                "missing": ["sendrecv:node3-node4:rail0", "all_reduce:leaf2"],
+            },
+            {"name": "campaign-leaf1", "state": "COMPLETED", "missing": []},
+        ],
+        [
+            {
+                "check": "nccl.launch",
+                "family": "nccl",
+                "subject": "node1-node4:rail3:sendrecv",
+                "outcome": "error",
+            },
+            {
+                "check": "topology.pcie_link",
+                "family": "topology",
+                "subject": "node2:gpu1",
+                "outcome": "error",
+            },
+            {
+                "check": "nccl.busbw",
+                "family": "nccl",
+                "subject": "node1-node2:rail1:sendrecv:1GiB",
+                "outcome": "fail",
+            },
+        ],
+    )
+    rerun = what_to_rerun(r, PLAN)
+    assert rerun.nodes == ("node2", "node4")
+    assert rerun.steps == {"sendrecv:node3-node4:rail0", "all_reduce:leaf2", "sendrecv:node1-node4:rail3"}
+    assert rerun.unknown == ()
+
+
+def test_a_refused_campaign_reruns_all_its_steps() -> None:
+    subjects = [
+        s.subject
+        for cj in PLAN.campaign_jobs
+        if cj.name == "campaign-leaf1"
+        for r in cj.rounds
+        for s in r.steps
+    ]
+    r = results([{"name": "campaign-leaf1", "state": "SUBMIT_ERROR", "missing": subjects}])
+    rerun = what_to_rerun(r, PLAN)
+    leaf1 = {
+        s.name for cj in PLAN.campaign_jobs if cj.name == "campaign-leaf1" for r in cj.rounds for s in r.steps
+    }
+    assert rerun.steps == leaf1 and rerun.nodes == ()
+
+
+def test_reduced_plan_keeps_round_order_and_only_the_nodes_needed() -> None:
+    rerun = Rerun(
+        (), frozenset({"sendrecv:node3-node4:rail0", "sendrecv:node3-node4:rail5", "all_reduce:leaf2"})
+    )
+    small = reduced_plan(PLAN, rerun, "r1")
+    assert small.probe_jobs == ()
+    (cj,) = small.campaign_jobs
+    assert (cj.name, cj.nodes) == ("campaign-leaf2-r1", ("node3", "node4"))
+    assert [(r.index, [s.name for s in r.steps]) for r in cj.rounds] == [
+        (0, ["sendrecv:node3-node4:rail0", "sendrecv:node3-node4:rail5"]),
+        (1, ["all_reduce:leaf2"]),
+    ]
+    probe = reduced_plan(PLAN, Rerun(("node2",), frozenset()), "r2")
+    assert [(p.name, p.nodes) for p in probe.probe_jobs] == [("probe-nodes-r2", ("node2",))]
+
+
+def test_merge_moves_fully_rerun_jobs_out_and_keeps_the_rest() -> None:
+    old = [
+        {"name": "campaign-leaf1", "state": "COMPLETED", "missing": []},
+        {"name": "campaign-leaf2", "state": "NODE_FAIL", "missing": ["sendrecv:node3-node4:rail0"]},
+        {
+            "name": "campaign-cross",
+            "state": "TIMEOUT",
+            "missing": ["all_reduce:all", "sendrecv:node1-node4:rail0"],
+        },
+    ]
+    rerun = Rerun((), frozenset({"sendrecv:node3-node4:rail0", "all_reduce:all"}))
+    new = [{"name": "campaign-leaf2-r1", "state": "COMPLETED", "missing": []}]
+    jobs, superseded = merge_jobs(old, new, rerun)
+    assert [j["name"] for j in superseded] == ["campaign-leaf2"]
+    assert jobs == [old[0], {**old[2], "missing": ["sendrecv:node1-node4:rail0"]}, new[0]]
+
+
+def test_supersede_moves_exactly_the_replaced_evidence(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+
+    def put(host: str, check: str, name: str | None) -> Path:
+        return archive(Evidence(host, "x", stdout="y", meta={"check": check}), raw, check, name)
+
+    rail1 = put("node3-node4:rail1", "nccl", "sendrecv_node3-node4:rail1")
+    again = put("node3-node4:rail1", "nccl", "sendrecv_node3-node4:rail1")  # .2.json
+    rail10 = put("node3-node4:rail10", "nccl", "sendrecv_node3-node4:rail10")
+    topo = put("node4", "topology", None)
+    other = put("node3", "topology", None)
+    moved = supersede(tmp_path, Rerun(("node4",), frozenset({"sendrecv:node3-node4:rail1"})), 1)
+    assert sorted(moved) == sorted(f"superseded/r1/{p.relative_to(raw)}" for p in (rail1, again, topo))
+    assert rail10.exists() and other.exists() and not rail1.exists()
+    assert json.loads((tmp_path / moved[0]).read_text())["stdout"] == "y"
+
+
+def test_steps_killed_with_their_job_are_rerun_finished_ones_are_not() -> None:
+    leaf2 = next(cj for cj in PLAN.campaign_jobs if cj.name == "campaign-leaf2")
+    names = [s.name for r in leaf2.rounds for s in r.steps]
+    done, killed, never = names[0], names[3], names[-1]
+
+    def launch(step: str, outcome: str) -> dict[str, Any]:
+        collective, subject = step.split(":", 1)
+        return {
+            "check": "nccl.launch",
+            "family": "nccl",
+            "subject": f"{subject}:{collective}",
+            "outcome": outcome,
+        }
+
+    r = {
+        "families": ["nccl"],
+        "plan": {"campaign_jobs": [{"name": "campaign-leaf2", "rounds": [{"steps": names}]}]},
+        "jobs": [{"name": "campaign-leaf2", "state": "NODE_FAIL", "missing": [never]}],
+        "verdicts": [launch(done, "pass"), launch(killed, "fail")],
+    }
+    assert what_to_rerun(r, PLAN).steps == {killed, never}
+    r["jobs"][0]["state"] = "COMPLETED"  # a failing launch in a job that ran to its end is a finding
+    assert what_to_rerun(r, PLAN).steps == {never}

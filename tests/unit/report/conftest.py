@@ -1,0 +1,68 @@
+"""One real demo run (submitit's local executor, simulated hardware, the demo's injected faults) shared by
+the report tests, made with a credential in the site's job environment, a sign-off and pytest's own
+--junitxml beside ours."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+ARTIFACTS = REPO / "test-artifacts"
+SECRETS = {"HF_TOKEN": "hf_DemoSecretValue1234567890", "DB_PASSWORD": "Hunter2-demo-password"}
+SIGNER = ("Ada Lovelace", "acceptance engineer")
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    run: Path  # reports/demo/<run id>
+    reports: Path
+    site: Path
+    pytest_junit: Path
+    stdout: str
+
+    @property
+    def results(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.run / "results.json").read_text())
+        return data
+
+
+def run_pytest(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def demo_site(dest: Path, extra_env: dict[str, str]) -> Path:
+    """site-configs/demo.yaml with ``extra_env`` added to its job environment, and its simulated hosts,
+    fabric and nccl-tests under ``dest``'s directory: parallel test workers running the demo must not
+    rewrite each other's (sim.prepare rewrites them at the start of every run)."""
+    text = (REPO / "site-configs" / "demo.yaml").read_text()
+    assert "{repo}/.vcluster/sim/demo" in text
+    text = text.replace("{repo}/.vcluster/sim/demo", str(dest.parent / "sim"))
+    lines = "".join(f'  {k}: "{v}"\n' for k, v in extra_env.items())
+    assert "\nenv:\n" in text
+    dest.write_text(text.replace("\nenv:\n", "\nenv:\n" + lines, 1))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    base = tmp_path_factory.mktemp("demo-run")
+    site = demo_site(base / "demo.yaml", SECRETS)
+    reports = base / "reports"
+    pytest_junit = base / "pytest-junit.xml"
+    proc = run_pytest(
+        "suites/", f"--site={site}", "--executor=local", f"--reports-dir={reports}",
+        f"--signoff-name={SIGNER[0]}", f"--signoff-role={SIGNER[1]}", f"--junitxml={pytest_junit}",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the demo's faults fail
+    (run,) = [p for p in (reports / "demo").iterdir() if p.is_dir() and p.name != "latest"]
+    return DemoRun(run, reports, site, pytest_junit, proc.stdout)

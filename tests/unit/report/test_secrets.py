@@ -1,0 +1,128 @@
+"""No secret reaches raw/, results.json, junit.xml, report.html or the history store.
+
+End to end in-process: the real session (archive -> judge -> results.json) and the real reports, with only
+the job layer replaced by one returning evidence that carries credentials everywhere evidence can hold an
+environment: the launcher's ``env NAME=value`` argv, an nccl-tests ``-J`` JSON document (its ``env`` is the
+whole environment; rendered by the simulated nccl-tests), NCCL INFO / shell lines on stderr, a step that
+died printing its environment (whose stderr ends up in the verdict message), a probe's environment dump,
+and a job message. Plus the real demo run, whose site puts credentials in the job environment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clusteraccept import session
+from clusteraccept.evidence import Evidence
+from clusteraccept.plan import make_plan
+from clusteraccept.report import write_reports
+from clusteraccept.rundir import make_run_dir
+from clusteraccept.sim.nccl_tests import parse_args, render_run
+from clusteraccept.sim.prepare import fabric_of, simulate_step
+from clusteraccept.site import load_site
+from clusteraccept.submit import JobOutcome
+
+from .conftest import REPO, SECRETS, DemoRun
+
+LEAKS = {
+    "HF_TOKEN": "hf_argvSecret_0001",
+    "AWS_SECRET_ACCESS_KEY": "awsStderrSecret0002",
+    "MY_API_KEY": "sk-live-diedSecret0003",
+    "WANDB_API_KEY": "jsonEnvSecret0004",
+    "GITHUB_TOKEN": "ghp_probeEnvSecret0005",
+    "DB_PASSWORD": "jobMessageSecret0006",
+}
+
+
+def outputs(run: Path) -> dict[Path, bytes]:
+    files = [p for p in (run / "raw").rglob("*") if p.is_file()]
+    files += [run / n for n in ("results.json", "junit.xml", "report.html")]
+    files += [run.parent / "history.sqlite"]
+    return {p: p.read_bytes() for p in files}
+
+
+def leaked(files: dict[Path, bytes], values: list[str]) -> list[str]:
+    return [f"{p}: {v}" for p, data in files.items() for v in values if v.encode() in data]
+
+
+def evidence(site: Any) -> list[JobOutcome]:
+    fabric = fabric_of(site)
+    steps = [s for s in make_plan(site, families=(), nccl=True).steps() if s.kind == "pair"][:3]
+    ok = simulate_step(fabric, steps[0])
+    ok = replace(
+        ok,
+        argv=("env", f"HF_TOKEN={LEAKS['HF_TOKEN']}", *ok.argv),
+        stderr="node1:42:42 [0] NCCL INFO NCCL_IB_HCA set by environment to =mlx5_0:1\n"
+        f"export AWS_SECRET_ACCESS_KEY={LEAKS['AWS_SECRET_ACCESS_KEY']}\n",
+    )
+    js = simulate_step(fabric, steps[1])
+    argv = list(steps[1].argv)
+    opts = parse_args(argv[argv.index("-b") :])
+    assert not isinstance(opts, str)
+    env = {"NCCL_IB_HCA": "=mlx5_1:1", "WANDB_API_KEY": LEAKS["WANDB_API_KEY"], "PATH": "/usr/bin"}
+    _, _, doc = render_run("sendrecv_perf", opts, fabric, list(steps[1].nodes), [1, 1], env, "/tmp/r.json")
+    assert doc is not None and f"WANDB_API_KEY={LEAKS['WANDB_API_KEY']}" in doc["env"]
+    js = replace(js, stdout=json.dumps(doc))
+    died = replace(
+        simulate_step(fabric, steps[2]),
+        returncode=1,
+        stdout="",
+        stderr=f"srun: error: task 0 launch failed; environment: MY_API_KEY={LEAKS['MY_API_KEY']}\n",
+    )
+    probe_env = Evidence(
+        "node1", "env", argv=("env",), stdout=f"GITHUB_TOKEN={LEAKS['GITHUB_TOKEN']}\nPATH=/usr/bin\n",
+        meta={"check": "fingerprint"},
+    )  # fmt: skip
+    return [
+        JobOutcome("probe-nodes", "1", "FINISHED", (probe_env,),
+                   message=f"Slurm job 1 ended FINISHED (DB_PASSWORD={LEAKS['DB_PASSWORD']})"),
+        JobOutcome("campaign-leaf1", "2", "FINISHED", (ok, js, died)),
+    ]  # fmt: skip
+
+
+def test_secrets_in_evidence_never_reach_the_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = replace(load_site("demo", REPO / "site-configs"), simulated=False)  # no sim files written
+    outcomes = evidence(site)
+
+    class Layer:  # the job layer, as if the jobs had run and returned this evidence
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def submit_probes(self, *args: Any) -> None:
+            pass
+
+        def submit_campaign(self, *args: Any) -> None:
+            pass
+
+        def wait(self) -> list[JobOutcome]:
+            return outcomes
+
+    monkeypatch.setattr(session, "JobLayer", Layer)
+    run = make_run_dir(tmp_path, "demo", "20261129T000000Z-0000")
+    results = session.execute(session.Request(site, run, families=(), nccl=True))
+    write_reports(run)
+
+    files = outputs(run)
+    assert leaked(files, list(LEAKS.values())) == []
+    # ... because they were redacted, not because the evidence was dropped:
+    raw = b"".join(data for p, data in files.items() if "raw" in p.parts)
+    for name in LEAKS:
+        if name != "DB_PASSWORD":  # that one was only in the job message
+            assert f"{name}=<redacted>".encode() in raw, name
+    messages = {v["subject"]: v["message"] for v in results["verdicts"]}
+    died = next(m for s, m in messages.items() if s.endswith(":sendrecv") and "could not parse" in m)
+    assert "MY_API_KEY=<redacted>" in died  # the stderr tail a verdict message quotes
+    assert "DB_PASSWORD=<redacted>" in results["jobs"][0]["message"]
+    assert any(k.startswith("nccl.busbw") for k in (v["check"] for v in results["verdicts"]))  # JSON judged
+
+
+def test_the_demo_job_environment_secrets_reach_no_output(demo_run: DemoRun) -> None:
+    assert all(k in demo_run.site.read_text() for k in SECRETS)
+    files = outputs(demo_run.run)
+    files[demo_run.pytest_junit] = demo_run.pytest_junit.read_bytes()
+    assert leaked(files, list(SECRETS.values())) == []
