@@ -131,9 +131,38 @@ def judge_all(
     return verdicts
 
 
+UNUSABLE = ("down", "drain", "fail", "maint", "not_responding", "unknown", "future", "inval")
+
+
+def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
+    """Leave out nodes Slurm will not run a job on (down, drained, failing...): their jobs would pend until
+    the deadline. They are reported as not tested (ERROR verdicts, INCOMPLETE run), never silently dropped."""
+    if executor != "slurm":
+        return site, None
+    from clusteraccept.ops.drain import node_states
+
+    try:
+        states = node_states(site.slurm.slurm_conf)
+    except Exception as exc:  # no sinfo here (e.g. a dry run on a laptop): submit as planned
+        return site, JobOutcome("preflight", None, "UNKNOWN", message=f"sinfo failed: {exc}")
+    bad = {n: states[n] for n in site.nodes if n in states and any(u in states[n].state for u in UNUSABLE)}
+    if not bad:
+        return site, None
+    keep = tuple(n for n in site.nodes if n not in bad)
+    blocks = {b: tuple(n for n in m if n not in bad) for b, m in site.blocks.items()}
+    why = "; ".join(f"{n} is {st.state}" + (f" ({st.reason})" if st.reason else "") for n, st in bad.items())
+    outcome = JobOutcome(
+        "preflight", None, "NODES_UNAVAILABLE", missing=tuple(bad), message=f"not tested: {why}"
+    )
+    return replace(site, nodes=keep, blocks={b: m for b, m in blocks.items() if m}), outcome
+
+
 def execute(req: Request) -> dict[str, Any]:
     campaigns = req.nccl or "sharp" in req.families
-    plan = make_plan(req.site, families=req.families, nccl=campaigns)
+    site, unavailable = (
+        (req.site, None) if req.dry_run else preflight(req.site, req.executor or req.site.slurm.executor)
+    )
+    plan = make_plan(site, families=req.families, nccl=campaigns)
     plan = _filter(plan, req.subjects, req.families, req.nccl)
     results = _header(req, plan)
     if req.site.simulated and not req.dry_run:
@@ -147,6 +176,8 @@ def execute(req: Request) -> dict[str, Any]:
     for cj in plan.campaign_jobs:
         layer.submit_campaign(cj)
     outcomes = layer.wait()
+    if unavailable is not None and unavailable.missing:
+        outcomes = [unavailable, *outcomes]
     results["jobs"] = [_outcome_dict(o) for o in outcomes]
     archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
     raw = req.run_dir / "raw"

@@ -170,3 +170,27 @@ def test_blocks_from_scontrol_topology(vcluster: Any) -> None:
     )
     assert site.blocks_from_slurm
     assert slurm_blocks(site) == {"leaf1": ("node1", "node2"), "leaf2": ("node3", "node4")}
+
+
+def test_drained_node_is_left_out_and_reported(vcluster: Any) -> None:
+    from clusteraccept.session import Request, execute
+
+    site = make_site(vcluster)
+    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    victim = vcluster.nodes[1]
+    subprocess.run(
+        ["scontrol", "update", f"nodename={victim}", "state=drain", "reason=admin: PSU swap"],
+        env=env,
+        check=True,
+    )
+    try:
+        results = execute(
+            Request(site=site, run_dir=run_dir(vcluster, "preflight"), families=("topology",), nccl=False)
+        )
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={victim}", "state=resume"], env=env, check=False)
+    pre, probe = results["jobs"]
+    assert pre["name"] == "preflight" and pre["missing"] == [victim]
+    assert "admin: PSU swap" in pre["message"] and "drain" in pre["message"]
+    assert probe["state"] == "COMPLETED" and probe["missing"] == []
+    assert results["plan"]["probe_jobs"][0]["nodes"] == [n for n in vcluster.nodes if n != victim]
