@@ -12,6 +12,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def demo_site(tmp_path: Path) -> Path:
+    """The demo site with its simulated hosts/fabric under tmp_path: tests running at once (xdist) must not
+    rewrite each other's simulated nodes."""
+    text = (REPO / "site-configs" / "demo.yaml").read_text()
+    site = tmp_path / "site" / "demo.yaml"
+    site.parent.mkdir(exist_ok=True)
+    site.write_text(text.replace("{repo}/.vcluster/sim/demo", str(tmp_path / "sim")))
+    return site
+
+
 def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -21,7 +31,7 @@ def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
             "-q",
             "-p",
             "no:randomly",
-            "--site=demo",
+            f"--site={demo_site(tmp_path)}",
             "--executor=local",
             f"--reports-dir={tmp_path}",
             *args,
@@ -75,7 +85,7 @@ def test_rejudge_with_changed_baseline(tmp_path: Path) -> None:
     first = pytest_run(tmp_path, "suites/test_nccl_pairs.py", "-k", "busbw and rail5")
     assert first.returncode == 1
     run = only_run(tmp_path)
-    site = (REPO / "site-configs" / "demo.yaml").read_text()
+    site = demo_site(tmp_path).read_text()
     lenient = tmp_path / "lenient.yaml"
     lenient.write_text(
         site.replace(
