@@ -44,8 +44,10 @@ def locked(run_dir: Path) -> Iterator[None]:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """Atomically (readers never see half a file). Compact: an indented results.json of a 4,096-node run
+    (700,000 verdicts) took 30 s to write; ``python -m json.tool`` shows it indented."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.write_text(json.dumps(data, separators=(",", ":"), default=str))
     tmp.replace(path)
 
 
