@@ -112,3 +112,32 @@ def test_each_injected_fault_is_blamed_exactly(seed: int, kind: str) -> None:
         fault, expected = {"kind": kind, "leaf": leaf, "factor": factor}, f"uplink:{leaf}"
     verdicts = run(make_site([fault]))
     assert blamed(verdicts) == {expected}, (fault, blamed(verdicts))
+
+
+def test_vectorized_judge_agrees_with_the_per_step_judge() -> None:
+    import pandas as pd
+
+    from clusteraccept.checks.nccl import judge_frame
+
+    site = make_site([{"kind": "slow_rail", "node": "n05", "rail": 2, "factor": 0.5}])
+    verdicts = run(site)
+    pair = [v for v in verdicts if v.check == "nccl.busbw" and v.labels.get("scope", "").startswith("pair")]
+    rows = []
+    for v in pair:
+        ab, rail, coll, _ = v.subject.split(":")
+        a, b = ab.split("-")
+        rows.append(
+            (
+                a,
+                b,
+                int(rail.removeprefix("rail")),
+                coll,
+                v.labels["scope"],
+                int(v.labels["size_B"]),
+                float(v.value),
+            )
+        )  # type: ignore[arg-type]
+    frame = pd.DataFrame(rows, columns=["a", "b", "rail", "collective", "scope", "size_B", "busbw_GBps"])
+    judged = judge_frame(site, frame)
+    assert list(judged["slow"]) == [v.outcome is Outcome.FAIL for v in pair]
+    assert judged["slow"].sum() > 0 and list(judged["ref_GBps"].unique()) == [46.0]
