@@ -33,14 +33,19 @@ def make_run_dir(reports_dir: Path, site: str, run_id: str) -> Path:
 
 
 @contextlib.contextmanager
-def locked(run_dir: Path) -> Iterator[None]:
-    """An exclusive lock on the run (xdist workers: exactly one submits, the others wait and read)."""
-    with (run_dir / ".lock").open("w") as fh:
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock(2) on ``path`` (created if missing) for the duration of the block."""
+    with path.open("a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def locked(run_dir: Path) -> contextlib.AbstractContextManager[None]:
+    """An exclusive lock on the run (xdist workers: exactly one submits, the others wait and read)."""
+    return exclusive_lock(run_dir / ".lock")
 
 
 def write_json(path: Path, data: Any) -> None:

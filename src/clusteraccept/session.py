@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -59,25 +58,15 @@ def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ..
 
 
 def git_revision() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except OSError:
+    """The suite's git revision, ``-dirty`` when tracked files differ from it; "unknown" outside git."""
+    from clusteraccept import runner
+
+    git = ["git", "-C", str(REPO_ROOT)]
+    rev = runner.run([*git, "rev-parse", "--short", "HEAD"], timeout_s=5, source="git")
+    if not rev.ok or not rev.stdout.strip():
         return "unknown"
-    rev = out.stdout.strip() or "unknown"
-    return rev + ("-dirty" if dirty.stdout.strip() else "")
+    dirty = runner.run([*git, "status", "--porcelain", "--untracked-files=no"], timeout_s=5, source="git")
+    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def baselines_hash(site: Site) -> str:

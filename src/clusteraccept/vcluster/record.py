@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusteraccept.rundir import exclusive_lock
 from clusteraccept.vcluster.config import Layout
 from clusteraccept.vcluster.daemons import Proc
 
@@ -64,15 +63,9 @@ def default_state_dir() -> Path:
     return Path.cwd() / ".vcluster"
 
 
-@contextmanager
-def machine_lock() -> Iterator[None]:
+def machine_lock() -> AbstractContextManager[None]:
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with LOCK_FILE.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return exclusive_lock(LOCK_FILE)
 
 
 def event(lay: Layout, message: str) -> None:
