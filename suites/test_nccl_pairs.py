@@ -23,3 +23,10 @@ def test_pair_busbw(judged: Judged, subject: str) -> None:
 def test_node_not_blamed(judged: Judged, subject: str) -> None:
     """No slow result is attributed to this node, one of its rails or one of its cables."""
     judged.assert_accepted()
+
+
+@check("nccl.link_errors", family="nccl", per="rail")
+def test_link_errors(judged: Judged, subject: str) -> None:
+    """No error counter of the rail's port (symbol errors, link downs, receive errors, discards) rose while
+    the campaign's traffic ran: a link that passes busbw while taking errors is a finding, not a pass."""
+    judged.assert_accepted()

@@ -1,6 +1,6 @@
 """``python -m clusteraccept <command>``: operations around the pytest suite.
 
-    nightly  --site X [--print-scrontab | --print-crontab] [--no-post] [-- PYTEST_ARGS...]
+    nightly  --site X [--print-scrontab | --print-crontab] [--only-due] [--no-post] [-- PYTEST_ARGS...]
     drain    --site X RUN_DIR [--apply]     drain what RUN_DIR convicted, undrain ours that pass (preview)
     undrain  --site X RUN_DIR [--apply]     only undrain nodes clusteraccept drained that RUN_DIR found clean
     attest   --site X [--due]               per node/link: last verifying run and until when it holds
@@ -45,7 +45,7 @@ def _nightly(args: argparse.Namespace) -> int:
     if args.print_crontab:
         print(nightly.render_crontab(site), end="")
         return 0
-    night = nightly.night(site, args.pytest_args)
+    night = nightly.night(site, args.pytest_args, due_only=args.only_due)
     print(night.line)
     if night.code != nightly.OK and site.ops.nightly.webhook_url and not args.no_post:
         print(nightly.post(site.ops.nightly.webhook_url, night.line))
@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--print-scrontab", action="store_true", help="print the Slurm scrontab entry")
     n.add_argument("--print-crontab", action="store_true", help="print a login node crontab line")
     n.add_argument("--no-post", action="store_true", help="never post to the site's webhook")
+    n.add_argument(
+        "--only-due",
+        action="store_true",
+        help="test only what is attestation-due (pytest --only-due; the site's nightly.only_due does too)",
+    )
     n.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     for name, what in (("drain", "drain convicted nodes"), ("undrain", "undrain nodes that pass again")):
         d = sub.add_parser(name, help=what)

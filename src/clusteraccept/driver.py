@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from clusteraccept import runner
 from clusteraccept.evidence import Evidence, slug
-from clusteraccept.plan import CampaignJob, Step
+from clusteraccept.plan import CampaignJob, Round, Step
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -85,13 +85,56 @@ def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = Fals
     return replace(ev, host=step.subject, meta={**ev.meta, **step.meta(), "round": round_label})
 
 
+def _snapshot(
+    job: CampaignJob, snap: dict[str, Any], spool: Path, seq: int, after: Round | None, local: bool
+) -> list[Evidence]:
+    """Port counters of every node of the allocation now (probes/counters.py), labelled with the round
+    that just ended and, per node, the steps it was in during that round (the delta's owners)."""
+    from clusteraccept.probes import counters
+
+    label = f"{job.name}-s{seq:03d}"
+    meta = {"check": "nccl", "window": "traffic", "campaign": job.name, "seq": str(seq)}
+    out_dir = spool / "counters"
+    rails_file = spool / "counters-rails.json"
+    if local:  # every node is this machine: one snapshot per simulated node, in turn
+        import os
+
+        was = os.environ.get("CLUSTERACCEPT_HOSTNAME")
+        for node in job.nodes:
+            os.environ["CLUSTERACCEPT_HOSTNAME"] = node
+            counters.snapshot_to(out_dir, rails_file, label, meta)
+        if was is None:
+            del os.environ["CLUSTERACCEPT_HOSTNAME"]
+        else:
+            os.environ["CLUSTERACCEPT_HOSTNAME"] = was
+    else:
+        argv = [*snap["argv"], "--rails", str(rails_file), "--out", str(out_dir), "--label", label]
+        runner.run([*argv, "--meta", json.dumps(meta)], timeout_s=float(snap["timeout_s"]), source="srun")
+    out = []
+    for path in sorted(out_dir.glob(f"{slug(label)}-*.json")):
+        ev = Evidence.from_dict(json.loads(path.read_text()))
+        steps = [f"{s.collective}:{s.subject}" for s in (after.steps if after else ()) if ev.host in s.nodes]
+        extra = {"after_round": after.label if after else "", "during": "|".join(steps)}
+        ev = replace(ev, meta={**ev.meta, **extra})
+        path.write_text(json.dumps(ev.to_dict()))  # the spool copy carries the attribution too
+        out.append(ev)
+    return out
+
+
 def drive_campaign(
-    job: CampaignJob, step_timeout_s: float, spool: str | None = None, local: bool = False
+    job: CampaignJob,
+    step_timeout_s: float,
+    spool: str | None = None,
+    local: bool = False,
+    snap: dict[str, Any] | None = None,
 ) -> list[Evidence]:
     """Run the campaign's rounds in order; the steps of one round run concurrently.
 
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
-    killed half-way still leaves the evidence of the steps it finished.
+    killed half-way still leaves the evidence of the steps it finished. With ``snap`` (``argv``: the srun
+    of plan.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node are
+    snapshotted before the first round and after each one (rounds are matchings, so each node's delta
+    over a round belongs to the one step it was in).
     """
     import signal
 
@@ -101,7 +144,11 @@ def drive_campaign(
     spool_dir = Path(spool) if spool else None
     if spool_dir:
         spool_dir.mkdir(parents=True, exist_ok=True)
-    for rnd in job.rounds:
+    counting = bool(snap and (snap.get("argv") or local) and spool_dir)
+    if counting and snap and spool_dir:
+        (spool_dir / "counters-rails.json").write_text(json.dumps(snap["rails"]))
+        results += _snapshot(job, snap, spool_dir, 0, None, local)
+    for seq, rnd in enumerate(job.rounds, 1):
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(rnd.steps))) as pool:
             futures = [pool.submit(_run_step, s, step_timeout_s, rnd.label, local) for s in rnd.steps]
@@ -114,4 +161,6 @@ def drive_campaign(
                 (spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json").write_text(
                     json.dumps(redact_evidence(ev).to_dict())  # the spool is evidence on disk: no secret
                 )
+        if counting and snap and spool_dir:
+            results += _snapshot(job, snap, spool_dir, seq, rnd, local)
     return results

@@ -52,6 +52,15 @@ def slug(text: str) -> str:
     return _UNSAFE.sub("_", text).strip("_")[:120] or "_"
 
 
+def archive_name(ev: Evidence) -> str | None:
+    """The raw/ file name of a campaign's evidence: per step, or per counter snapshot; None: default."""
+    if "subject" in ev.meta:
+        return f"{ev.meta['collective']}_{ev.meta['subject']}"
+    if ev.meta.get("role") == "counters" and "snapshot" in ev.meta:
+        return f"counters_{ev.meta['snapshot']}"
+    return None
+
+
 def archive(ev: Evidence, raw_dir: Path, check: str, name: str | None = None) -> Path:
     """Write ``ev`` to ``raw/<check>/<host>/<name>.json`` (redacted) and return the path.
 

@@ -41,10 +41,17 @@ class Judged:
     jobs: Sequence[Mapping[str, Any]]
     dry_run: bool
     record: Callable[[str, object], None]
+    # --only-due: this subject is outside the run's scope, and why (the attestation it still holds)
+    not_due: str | None = None
 
     def assert_accepted(self) -> None:
         if self.dry_run:
             pytest.skip("--dry-run: job scripts written to the run's jobs/, nothing submitted")
+        found_bad = any(v.outcome in (Outcome.FAIL, Outcome.ERROR) for v in self.verdicts)
+        if self.not_due is not None and not found_bad:
+            # Not tested by this run: neither a pass nor a missing verdict. A failure the due steps found on
+            # it anyway (localization blaming a partner of a due node) still fails: it is never hidden.
+            pytest.skip(self.not_due)
         for v in self.verdicts:
             prefix = f"{v.check}[{v.subject}]"
             if v.value is not None:

@@ -382,6 +382,14 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
 
 
+def counters_argv(site: Site, nodes: tuple[str, ...]) -> tuple[str, ...]:
+    """The srun step that snapshots the port counters of ``nodes`` (none when the site has no rails)."""
+    if not any(site.node_type(n).rails for n in nodes):
+        return ()
+    python = site.slurm.python or sys.executable  # as submit.python_of: the nodes' interpreter
+    return render_argv("counters_step.j2", nodes=nodes, nodelist=_nodelist(nodes), python=python)
+
+
 def make_plan(
     site: Site,
     blocks: dict[str, tuple[str, ...]] | None = None,

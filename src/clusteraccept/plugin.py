@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,11 +19,12 @@ import pytest
 from clusteraccept import session
 from clusteraccept.baselines import Verdict
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.ops import scope as due_scope
 from clusteraccept.outcome import Judged, matching
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import locked, make_run_dir, new_run_id, read_json
 from clusteraccept.site import Site, load_site
-from clusteraccept.subjects import subjects
+from clusteraccept.subjects import rail_steps, subjects
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "ca_check"
@@ -54,6 +56,9 @@ class State:
     resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
     resume_token: str | None = None  # one resume per session, shared by xdist workers
     ops_lines: list[str] = field(default_factory=list)  # what ops did after the run (drain), for the summary
+    only_due: bool = False  # --only-due (clusteraccept.ops.scope)
+    due_now: str | None = None  # when "due" is decided: the controller's clock, shared by xdist workers
+    scope: due_scope.Scope | None = None  # a due-only run's scope, once known
     report_lines: list[str] = field(default_factory=list)  # regressions / --compare diff, for the summary
 
 
@@ -114,6 +119,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="after the run, drain the nodes it convicted (and undrain ours that pass): print/write the "
         "scontrol commands (default), or run them with --drain-failed=apply",
     )
+    g.addoption(
+        "--only-due",
+        action="store_true",
+        default=False,
+        help="submit only what is attestation-due (python -m clusteraccept attest --due, from the runs "
+        "under --reports-dir): due nodes, their pairs, blocks and due links; the rest skips",
+    )
 
 
 def _configs_dir(config: pytest.Config) -> Path:
@@ -149,7 +161,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{state.site.file}: blocks: {exc}") from None
     state.dry_run = config.getoption("--dry-run")
     state.executor = config.getoption("--executor")
+    state.only_due = config.getoption("--only-due")
     rejudge = config.getoption("--rejudge")
+    if state.only_due and (rejudge or config.getoption("--resume")):
+        raise pytest.UsageError("--only-due decides what a new run submits: not with --rejudge or --resume")
     if rejudge:
         state.rejudge = Path(rejudge)
         if not (state.rejudge / session.RESULTS).exists():
@@ -170,6 +185,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     reports = Path(config.getoption("--reports-dir") or REPO_ROOT / "reports")
     workerinput = getattr(config, "workerinput", None)
+    if state.only_due:
+        state.due_now = (workerinput or {}).get("ca_due_now") or datetime.now(UTC).isoformat()
     state.run_id = (workerinput or {}).get("ca_run_id") or config.getoption("--run-id") or new_run_id()
     if workerinput is None:
         state.run_dir = make_run_dir(reports, state.site.name, state.run_id)
@@ -182,6 +199,7 @@ def pytest_configure_node(node: Any) -> None:
     """xdist (controller): every worker joins the controller's run."""
     node.workerinput["ca_run_id"] = node.config.stash[STATE].run_id
     node.workerinput["ca_resume_token"] = node.config.stash[STATE].resume_token
+    node.workerinput["ca_due_now"] = node.config.stash[STATE].due_now
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -211,12 +229,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     nccl_items = [i for m, i in selected if m.kwargs["family"] == "nccl"]
     state.nccl = bool(nccl_items)
     if state.site is not None and nccl_items:
-        wanted = frozenset(i.callspec.params["subject"] for i in nccl_items if hasattr(i, "callspec"))
-        every = frozenset(
-            subjects(state.site, "pair_rail")
-            + subjects(state.site, "intra_node")
-            + subjects(state.site, "block")
-        )
+        picked = frozenset(i.callspec.params["subject"] for i in nccl_items if hasattr(i, "callspec"))
+        pairs = subjects(state.site, "pair_rail")
+        wanted = picked | rail_steps(pairs, picked)  # nccl.link_errors[node:railK] needs that rail's pairs
+        every = frozenset(pairs + subjects(state.site, "intra_node") + subjects(state.site, "block"))
         state.subjects = None if every <= wanted else wanted
 
 
@@ -253,10 +269,23 @@ def _results(config: pytest.Config) -> dict[str, Any]:
                         subjects=state.subjects,
                         dry_run=state.dry_run,
                         executor=state.executor,
+                        scope=_decide_scope(state),
                     )
                 )
     state.verdicts = [Verdict.from_dict(v) for v in state.results.get("verdicts", [])]
+    if state.scope is None:  # the processes that did not decide it (xdist workers, --rejudge, --resume)
+        state.scope = due_scope.of_results(state.site, state.results, state.run_dir.parent)
     return state.results
+
+
+def _decide_scope(state: State) -> due_scope.Scope | None:
+    """--only-due: what is due now, from the site's earlier runs (this one left out)."""
+    if not state.only_due or state.due_now is None:
+        return None
+    assert state.site is not None and state.run_dir is not None
+    now = datetime.fromisoformat(state.due_now)
+    state.scope = due_scope.compute(state.site, state.run_dir.parent, state.run_id, now)
+    return state.scope
 
 
 @pytest.fixture(scope="session")
@@ -291,6 +320,7 @@ def judged(
         results.get("jobs", []),
         bool(results.get("dry_run")),
         record_property,
+        state.scope.skip_reason(mark.kwargs["per"], subject) if state.scope is not None else None,
     )
 
 
@@ -311,6 +341,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             compare=opt("--compare"),
         )
         state.report_lines = written.summary_lines()
+        if state.only_due:  # say first what this run was restricted to (or that nothing was due)
+            line = due_scope.summary_line(state.results or read_json(path))
+            state.report_lines[:0] = [line] if line else []
         drain = session.config.getoption("--drain-failed")
         if drain and state.site is not None:  # ops: opt-in drain/undrain after the run
             from clusteraccept.ops.drain import run_for_site

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 from clusteraccept import checks
 from clusteraccept.baselines import Verdict
 from clusteraccept.checks.fingerprint import differences, fingerprints
-from clusteraccept.evidence import Evidence, archive, load
+from clusteraccept.evidence import Evidence, archive, archive_name, load
+from clusteraccept.ops.scope import Scope, judged_nodes
 from clusteraccept.plan import CampaignJob, Plan, Step, describe, make_plan
 from clusteraccept.redact import redact_evidence, redact_text
 from clusteraccept.render import REPO_ROOT
@@ -37,6 +39,7 @@ class Request:
     subjects: frozenset[str] | None = None  # campaign step subjects selected (-k); None = all
     dry_run: bool = False
     executor: str | None = None
+    scope: Scope | None = None  # --only-due: submit and judge only what is attestation-due
 
 
 def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ...], nccl: bool) -> Plan:
@@ -109,14 +112,20 @@ def _outcome_dict(o: JobOutcome) -> dict[str, Any]:
 
 
 def judge_all(
-    site: Site, archived: dict[str, list[tuple[Evidence, str]]], families: tuple[str, ...], nccl: bool
+    site: Site,
+    archived: dict[str, list[tuple[Evidence, str]]],
+    families: tuple[str, ...],
+    nccl: bool,
+    nodes: Sequence[str] | None = None,  # the nodes the node checks judge (default: the site's)
 ) -> list[Verdict]:
     verdicts: list[Verdict] = []
     for family in (*families, *(("nccl",) if nccl else ())):
         evidence = list(archived.get(family, []))
         if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
-        verdicts.extend(checks.judge(family, site, evidence, site.nodes))
+        if family == "roce":  # the campaign's counter snapshots around traffic (checks/counters.py)
+            evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
+        verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
     return verdicts
 
 
@@ -153,7 +162,12 @@ def execute(req: Request) -> dict[str, Any]:
     )
     plan = make_plan(site, families=req.families, nccl=campaigns)
     plan = _filter(plan, req.subjects, req.families, req.nccl)
+    if req.scope is not None:
+        plan = req.scope.restrict(plan)
+        unavailable = req.scope.unavailable(unavailable)
     results = _header(req, plan)
+    if req.scope is not None:
+        results["scope"] = req.scope.record()
     if req.site.simulated and not req.dry_run:
         from clusteraccept.sim.prepare import prepare
 
@@ -174,11 +188,12 @@ def execute(req: Request) -> dict[str, Any]:
         for ev in o.evidence:  # archive everything BEFORE any parser sees it
             ev = redact_evidence(ev)  # judged as archived: no message can quote a secret
             family = ev.meta.get("check", "misc")
-            name = f"{ev.meta['collective']}_{ev.meta['subject']}" if "subject" in ev.meta else None
+            name = archive_name(ev)
             path = archive(ev, raw, family, name)
             archived[family].append((ev, str(path.relative_to(req.run_dir))))
     results["fingerprint"] = fingerprint_of(archived)
-    verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl)
+    nodes = judged_nodes(results, req.site.nodes)
+    verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
     results["verdicts"] = [v.to_dict() for v in verdicts]
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
     results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -194,7 +209,8 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
         ev = load(path)
         archived[ev.meta.get("check", path.parent.parent.name)].append((ev, str(path.relative_to(run_dir))))
     families = tuple(f for f in results.get("families", []) if f != "nccl")
-    verdicts = judge_all(site, archived, families, "nccl" in results.get("families", []))
+    nccl = "nccl" in results.get("families", [])
+    verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))
     results["verdicts"] = [v.to_dict() for v in verdicts]
     results["fingerprint"] = fingerprint_of(archived)
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -214,14 +230,10 @@ def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str,
 
 def probe_options(site: Site) -> dict[str, object]:
     """What node-side probes need from the site (plain data: it is pickled to the nodes)."""
+    from clusteraccept.submit import node_rails
+
     return {
-        "node_rails": {
-            n: [
-                {"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev}
-                for r in site.node_type(n).rails
-            ]
-            for n in site.nodes
-        },
+        "node_rails": node_rails(site, site.nodes),
         "perftest_bin": site.tools.perftest_bin,
         "sharp_hello": list(site.sharp.hello) if site.sharp.enabled else [],
         "roce": site.roce is not None,

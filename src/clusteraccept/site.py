@@ -149,8 +149,10 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
     value = sec.raw(key)
     items = value if isinstance(value, list) else [value]
     # "{hostname}": this machine (single-host sites run with the local executor, e.g. local-gpu.yaml)
-    items = [i.replace("{hostname}", socket.gethostname().split(".")[0]) if isinstance(i, str) else i
-             for i in items]
+    items = [
+        i.replace("{hostname}", socket.gethostname().split(".")[0]) if isinstance(i, str) else i
+        for i in items
+    ]
     out: list[str] = []
     for item in items:
         if not isinstance(item, str):
@@ -330,6 +332,7 @@ FAULT_KINDS = (
     "ecn_rp_off",
     "mtu_1500",
     "sharp_no_resource",
+    "link_errors",
 )
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -352,7 +355,7 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
             top.file,
             f"sim.faults[{i}]",
             f,
-            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port"],
+            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port", "count"],
         )
         fs.choice("kind", FAULT_KINDS)
         if fs.has("node") and fs.data["node"] not in nodes:

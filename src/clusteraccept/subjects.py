@@ -20,6 +20,25 @@ def rail_subject(node: str, rail: int) -> str:
     return f"{node}:rail{rail}"
 
 
+def rail_steps(pairs: list[str], picked: frozenset[str]) -> frozenset[str]:
+    """The pair steps (``a-b:railK``) through the ``node:railK`` subjects in ``picked``: a node rail's
+    counters are judged over the traffic of its pairs (checks/counters.py). Node names may hold '-'."""
+    known = set(pairs)
+    rails: dict[str, list[str]] = {}
+    for s in picked:
+        if not isinstance(s, str):  # pytest's NOTSET: a per-rail test on a site without rails
+            continue
+        node, _, rail = s.rpartition(":")
+        if node and rail.startswith("rail") and s not in known:
+            rails.setdefault(rail, []).append(node)
+    return frozenset(
+        pair
+        for pair in pairs
+        for ends, _, rail in [pair.rpartition(":")]
+        if any(ends.startswith(f"{n}-") or ends.endswith(f"-{n}") for n in rails.get(rail, ()))
+    )
+
+
 def subjects(site: Site, per: str) -> list[str]:
     if per == "node":
         return list(site.nodes)

@@ -13,7 +13,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +221,7 @@ class JobLayer:
 
     def submit_campaign(self, job: CampaignJob) -> None:
         from clusteraccept.driver import drive_campaign
+        from clusteraccept.plan import counters_argv
 
         params = slurm_parameters(
             self.site,
@@ -245,10 +246,13 @@ class JobLayer:
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
-        lines = [
+        snap_argv = counters_argv(self.site, job.nodes)
+        snap_line = f"{shlex.join(snap_argv)} --label <job>-s<k>  # port counters\n" if snap_argv else ""
+        lines = [snap_line] + [
             f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
             + "".join(shlex.join(s.argv) + " &\n" for s in r.steps)
             + "wait\n"
+            + snap_line
             for r in job.rounds
         ]
         steps_file.write_text(
@@ -267,6 +271,7 @@ class JobLayer:
                 float(self.site.slurm.step_timeout_s),
                 str(spool),
                 self.executor_name != "slurm",
+                {"argv": list(snap_argv), "rails": node_rails(self.site, job.nodes), "timeout_s": 60.0},
                 node=job.nodes[0],
             )
         except SubmitError as exc:
@@ -317,6 +322,7 @@ class JobLayer:
             except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
                 errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 evidence.extend(_read_spool(p.spool))
+            evidence = _mark_killed(evidence, state)
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
         msg = f"Slurm job {job_id} ended {state}"
@@ -325,6 +331,20 @@ class JobLayer:
         if errors and (missing or state not in ("COMPLETED", "FINISHED", "DONE")):
             msg += f" ({errors[0]})"
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
+
+
+def _mark_killed(evidence: list[Evidence], state: str) -> list[Evidence]:
+    """Steps that did not exit 0 in a campaign Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED,
+    our own WAIT_TIMEOUT...) carry ``killed_with_job=<state>``: their failure says what happened to the job,
+    not to the hardware, so the judge reports them as not tested (ERROR) and ``--resume`` reruns them."""
+    if state.split(" ")[0] in ("COMPLETED", "FINISHED", "DONE"):
+        return evidence
+    return [
+        replace(ev, meta={**ev.meta, "killed_with_job": state.split(" ")[0]})
+        if "collective" in ev.meta and ev.returncode != 0
+        else ev
+        for ev in evidence
+    ]
 
 
 def _job_done(job: Any) -> bool:
@@ -375,11 +395,21 @@ def _cancel(job: Any) -> None:
 
 
 def _read_spool(spool: Path | None) -> list[Evidence]:
+    """What a killed campaign left: its finished steps and its counter snapshots (driver.py)."""
     if spool is None or not spool.is_dir():
         return []
     import json
 
-    return [Evidence.from_dict(json.loads(f.read_text())) for f in sorted(spool.glob("*.json"))]
+    files = [*sorted(spool.glob("*.json")), *sorted((spool / "counters").glob("*.json"))]
+    return [Evidence.from_dict(json.loads(f.read_text())) for f in files if f.name != "counters-rails.json"]
+
+
+def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, object]]]:
+    """What node-side probes need to know of each node's rails (plain data: it is pickled to the nodes)."""
+    return {
+        n: [{"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev} for r in site.node_type(n).rails]
+        for n in nodes
+    }
 
 
 def slurm_env() -> dict[str, str]:

@@ -19,12 +19,14 @@ import pandas as pd
 
 from clusteraccept.baselines import Outcome, Verdict, error, expect, lookup, skip
 from clusteraccept.baselines import judge as judge_value
+from clusteraccept.checks import counters
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import nccl_tests, torch_nccl
 from clusteraccept.schema import format_size
 from clusteraccept.site import Site
+from clusteraccept.subjects import rail_subject
 
 FAMILY = "nccl"
 SOURCES = ("nccl-tests", "torch-nccl")  # torch-nccl: the PyTorch NCCL fallback collector, never nccl-tests
@@ -56,6 +58,17 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     meta = ev.meta
     subject = f"{meta['subject']}:{meta['collective']}"
     evid = (path,)
+    if meta.get("killed_with_job") and ev.returncode != 0:  # submit._mark_killed
+        return [
+            error(
+                "nccl.launch",
+                FAMILY,
+                subject,
+                f"not tested: the step ended with its Slurm job ({meta['killed_with_job']}) before it "
+                "finished; that says nothing about the hardware (--resume RUN_DIR reruns it)",
+                evid,
+            )
+        ], []
     if ev.returncode is None:
         return [
             error(
@@ -268,7 +281,24 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     frame = pair_frame(site, rows)
     culprits = localize(frame)
     verdicts.extend(localization_verdicts(site, frame, culprits))
+    verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
     return verdicts
+
+
+def link_error_verdicts(
+    site: Site, snaps: Sequence[tuple[Evidence, str]], nodes: Sequence[str]
+) -> list[Verdict]:
+    """``nccl.link_errors`` per node and rail, from the campaign's counter snapshots around traffic."""
+    by_node: dict[str, list[tuple[Evidence, str]]] = {}
+    for a in snaps:
+        by_node.setdefault(a[0].host, []).append(a)
+    out = []
+    for node in nodes:
+        ivs, problems = counters.intervals(by_node.get(node, []))
+        for r in site.node_type(node).rails:
+            where = f"{node} rail{r.index} ({r.hca} port {r.port})"
+            out.append(counters.link_errors(where, r.index, rail_subject(node, r.index), ivs, problems))
+    return out
 
 
 def judge_frame(site: Site, frame: pd.DataFrame) -> pd.DataFrame:

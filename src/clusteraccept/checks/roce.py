@@ -3,7 +3,8 @@
 Per rail: roce.trust, roce.pfc (on exactly the lossless priority), roce.dscp_map (site DSCP and RDMA-CM
 default_roce_tos >> 2 map to it), roce.ecn (reaction AND notification point on it), roce.cnp, roce.mtu,
 roce.gid (a RoCE v2 GID; the site's NCCL_IB_GID_INDEX is v2; RDMA-CM mode v2), roce.counters (pause frames
-off the lossless priority or discards on it between two counter snapshots fail). Per node: roce.netdevs.
+off the lossless priority, discards, or traffic off it while the campaign ran: checks/counters.py).
+Per node: roce.netdevs.
 An InfiniBand-only site (no roce section) and non-Ethernet node types SKIP.
 """
 
@@ -14,9 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from clusteraccept.baselines import Verdict, error, expect, skip
+from clusteraccept.checks import counters
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
-from clusteraccept.parsers import dcb, ethtool_stats, mlnx_qos, roce_sysfs, show_gids
+from clusteraccept.parsers import dcb, mlnx_qos, roce_sysfs, show_gids
 from clusteraccept.site import Rail, Roce, Site
 from clusteraccept.subjects import rail_subject
 
@@ -306,82 +308,10 @@ def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     )
 
 
-def _snapshots(r: _Rail, source: str, counter: str = "") -> dict[str, Archived]:
-    return {
-        ev.meta.get("snapshot", ""): (ev, p)
-        for ev, p in r.roles.get("counters", [])
-        if ev.source == source and ev.meta.get("counter", "") == counter
-    }
-
-
 def check_counters(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
-    snaps = _snapshots(r, "ethtool-stats")
-    if "before" not in snaps or "after" not in snaps:
-        raise _Unavailable("no traffic test in this run (no before/after counter snapshots)", skipped=True)
-    (b, bp), (a, ap) = snaps["before"], snaps["after"]
-    paths = (bp, ap)
-    for ev in (b, a):
-        if not ev.ok:
-            raise _Unavailable(
-                f"{r.where}: ethtool -S {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}", paths=paths
-            )
-    try:
-        d = ethtool_stats.delta(ethtool_stats.parse(b.stdout), ethtool_stats.parse(a.stdout))
-    except ParseError as exc:
-        raise _Unavailable(f"could not parse ethtool -S output ({bp}, {ap}): {exc}", paths=paths) from None
-    if d.went_backwards:
-        names = ", ".join(d.went_backwards[:4])
-        raise _Unavailable(
-            f"{r.where}: counters went backwards between the snapshots ({names}): driver "
-            "reload or counter reset",
-            paths=paths,
-        )
-    p = roce.lossless_priority
-    found = [
-        f"{n} pause frames on priority {q} (not the lossless {p})"
-        for q in range(8)
-        if q != p
-        for n in [(d.rx_prio_pause(q) or 0) + (d.tx_prio_pause(q) or 0)]
-        if n
-    ]
-    drops = sum(v or 0 for v in (d.rx_prio_discards(p), d.rx_prio_buf_discard(p), d.rx_prio_cong_discard(p)))
-    if drops:
-        found.append(f"{drops} discards on the lossless priority {p}")
-    cnp = [
-        f"{name} +{int(hw['after'][0].stdout) - int(hw['before'][0].stdout)}"
-        for name in ("np_cnp_sent", "rp_cnp_handled")
-        for hw in [_snapshots(r, "hw-counters", name)]
-        if all(k in hw and hw[k][0].stdout.strip().isdigit() for k in ("before", "after"))
-    ]
-    window = a.meta.get("window", "traffic")  # the probe's pair brackets no traffic: "idle"
-    t_s = [m.get("t_s", "") for m in (b.meta, a.meta)]
-    span = f"{float(t_s[1]) - float(t_s[0]):.1f} s " if all(t.replace(".", "").isdigit() for t in t_s) else ""
-    seen = f"pause on priority {p}: rx +{d.rx_prio_pause(p) or 0} tx +{d.tx_prio_pause(p) or 0}"
-    seen += "".join(f", {c}" for c in cnp)
-    if found:
-        return expect(
-            "roce.counters",
-            FAMILY,
-            subject,
-            False,
-            f"{r.where}: {'; '.join(found)} in the {span}{window} window between the counter "
-            f"snapshots, expected none",
-            value=len(found),
-            evidence=paths,
-        )
-    if window == "idle":
-        raise _Unavailable(
-            f"no traffic test in this run (idle {span}window clean: {seen})", skipped=True, paths=paths
-        )
-    return expect(
-        "roce.counters",
-        FAMILY,
-        subject,
-        True,
-        f"{r.where}: no pause frames off priority {p}, no discards on it ({seen})",
-        value=0,
-        evidence=paths,
-    )
+    """Pause/discard/priority evidence of the port's counters (checks/counters.py): the campaign's
+    snapshots around traffic when the run has them, else the probe's idle window."""
+    return counters.roce_counters(roce, r.where, r.rail.index, subject, r.roles.get("counters", []))
 
 
 RAIL_CHECKS: dict[str, Callable[[Roce, Site, _Rail, str], Verdict]] = {
@@ -459,9 +389,10 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             continue
         gids = [a for a in evs if a[0].meta.get("role") == "gids"]
         listing = next((ev for ev, _ in evs if ev.meta.get("role") == "netdevs"), None)
+        snaps = [a for a in evs if a[0].source == "counters"]  # one per node and snapshot, every rail
         rails = []
         for rail in nt.rails:
-            roles: dict[str, list[Archived]] = defaultdict(list)
+            roles: dict[str, list[Archived]] = defaultdict(list, counters=snaps)
             for ev, path in evs:
                 if ev.meta.get("hca") == rail.hca and ev.meta.get("port") == str(rail.port):
                     roles[ev.meta.get("role", "")].append((ev, path))

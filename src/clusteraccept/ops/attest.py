@@ -65,16 +65,25 @@ def judged(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[dict[str, 
     def ok(outcomes: set[str]) -> bool:
         return bool(outcomes & {"pass", "waived"}) and not outcomes & {"fail", "error"}
 
-    return {n: ok(o) for n, o in seen_n.items()}, {k: ok(o) for k, o in seen_l.items()}
+    node_ok = {n: ok(o) for n, o in seen_n.items()}
+    scope = results.get("scope") or {}
+    if scope.get("only_due"):
+        # A due-only run probed only its due nodes; the others appear only through their pairs with a due
+        # node. That verifies nothing about them, but a failure found there still makes them due.
+        probed = set(scope.get("nodes", ()))
+        node_ok = {n: good for n, good in node_ok.items() if n in probed or not good}
+    return node_ok, {k: ok(o) for k, o in seen_l.items()}
 
 
 def _until(started: str, ttl_days: float) -> str:
     return (datetime.fromisoformat(started) + timedelta(days=ttl_days)).isoformat(timespec="seconds")
 
 
-def attestations(
-    runs: Iterable[Mapping[str, Any]], nodes: Sequence[str], ttl_days: float
-) -> tuple[dict[str, Attestation], dict[str, bool], dict[str, Mapping[str, str]], dict[str, str]]:
+# (attestations, latest outcome per subject, newest fingerprint per node, last drain per node)
+State = tuple[dict[str, Attestation], dict[str, bool], dict[str, Mapping[str, str]], dict[str, str]]
+
+
+def attestations(runs: Iterable[Mapping[str, Any]], nodes: Sequence[str], ttl_days: float) -> State:
     """(attestations, latest outcome per subject, newest fingerprint per node, last drain per node)."""
     att: dict[str, Attestation] = {}
     latest: dict[str, bool] = {}
@@ -97,12 +106,7 @@ def attestations(
     return att, latest, newest_fp, drained
 
 
-def due(
-    nodes: Sequence[str],
-    links: Sequence[str],
-    state: tuple[dict[str, Attestation], dict[str, bool], dict[str, Mapping[str, str]], dict[str, str]],
-    now: datetime,
-) -> list[Due]:
+def due(nodes: Sequence[str], links: Sequence[str], state: State, now: datetime) -> list[Due]:
     """What needs verifying again, and why (pure)."""
     att, latest, newest_fp, drained = state
     out: list[Due] = []
@@ -141,23 +145,39 @@ def load_runs(run_root: Path) -> list[dict[str, Any]]:
     return runs
 
 
+@dataclass(frozen=True)
+class SiteDue:
+    """The attestations of a site's nodes and links and what is due now (``attest --due``, ``--only-due``)."""
+
+    state: State
+    links: tuple[str, ...]  # every link of the plan: a-b:railK
+    due: tuple[Due, ...]
+
+
+def site_due(site: Any, root: Path, now: datetime, exclude_run: str | None = None) -> SiteDue:
+    """From the runs under ``root`` (``<reports-dir>/<site>``), leaving out ``exclude_run`` (the run that is
+    asking: it must not attest itself)."""
+    from clusteraccept.subjects import subjects
+
+    runs = [r for r in load_runs(root) if r.get("run_id") != exclude_run] if root.is_dir() else []
+    state = attestations(runs, site.nodes, site.ops.attest.ttl_days)
+    links = tuple(subjects(site, "pair_rail"))
+    return SiteDue(state, links, tuple(due(site.nodes, links, state, now)))
+
+
 def report_lines(site: Any, reports: Path | None, only_due: bool, now: datetime | None = None) -> list[str]:
     """``python -m clusteraccept attest``: one line per node and link (or per due one)."""
     from datetime import UTC
 
     from clusteraccept.ops.nightly import reports_dir
-    from clusteraccept.subjects import subjects
 
-    root = (reports or reports_dir(site)) / site.name
-    state = attestations(load_runs(root) if root.is_dir() else [], site.nodes, site.ops.attest.ttl_days)
-    links = subjects(site, "pair_rail")
-    due_list = due(site.nodes, links, state, now or datetime.now(UTC))
+    found = site_due(site, (reports or reports_dir(site)) / site.name, now or datetime.now(UTC))
     if only_due:
-        return [f"{d.subject}: due: {d.why}" for d in due_list]
-    why = {d.subject: d.why for d in due_list}
+        return [f"{d.subject}: due: {d.why}" for d in found.due]
+    why = {d.subject: d.why for d in found.due}
     lines = []
-    for subject in (*site.nodes, *links):
-        a = state[0].get(subject)
+    for subject in (*site.nodes, *found.links):
+        a = found.state[0].get(subject)
         held = f"verified by {a.run_id}, valid until {a.valid_until}" if a else "no attestation"
         lines.append(f"{subject}: {held}" + (f"; due: {why[subject]}" if subject in why else ""))
     return lines

@@ -9,6 +9,7 @@ nightly:
   pytest_args: ["-m", "nccl"]               # optional: extra pytest arguments for the nightly run
   scron_options: ["--partition=service"]    # optional: sbatch options for the scrontab entry (#SCRON)
   time_limit_min: 240                       # the nightly driver job's own limit (scrontab)
+  only_due: false                           # true: test only what is attestation-due (pytest --only-due)
 drain:
   max_fraction: 0.125                       # never drain more than this share of a block in one run
   checks: ["nccl.localization", "topology.*", "gpudirect.*", "roce.*"]  # what convicts a node
@@ -38,6 +39,7 @@ class Nightly:
     pytest_args: tuple[str, ...] = ()
     scron_options: tuple[str, ...] = ()
     time_limit_min: int = 240
+    only_due: bool = False  # run pytest --only-due: only what is attestation-due (ops/scope.py)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ def parse_ops(top: Section, expand: object = None) -> Ops:
             "pytest_args",
             "scron_options",
             "time_limit_min",
+            "only_due",
         ],
     )
     webhook = n.string("webhook_url", "an http(s) URL", default=None, pattern=r"https?://\S+")
@@ -111,6 +114,7 @@ def parse_ops(top: Section, expand: object = None) -> Ops:
         pytest_args=n.str_list("pytest_args", "a list of pytest arguments", default=()),
         scron_options=scron,
         time_limit_min=n.integer("time_limit_min", "minutes >= 1", default=240, minimum=1),
+        only_due=n.flag("only_due", default=False),
     )
     d = top.section("drain", ["max_fraction", "checks"])
     fraction = d.number("max_fraction", "a fraction between 0 and 1", default=0.125, minimum=0.0)

@@ -8,21 +8,28 @@ runs the night. Comparison (pure, :func:`verdict_of_night`) reuses the report's 
 (new failures, fixed, still failing). The "last good run" is the newest earlier run that is complete: every
 job COMPLETED with nothing missing, no ERROR verdict, not a dry run. Exit codes: 0 nothing regressed, 1
 regressions or new failures, 2 the run is incomplete or did not produce results.
+
+Due-only nights (``nightly.only_due`` or ``--only-due``: pytest ``--only-due``, ops/scope.py) are complete
+when they ran everything they planned (nothing at all when nothing was due), and are compared on what they
+judged only: each test id judged tonight against the newest good run that judged it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clusteraccept.ops.cron import parse_scrontab
+from clusteraccept.ops.scope import nothing_due, partial, summary_line
 from clusteraccept.render import REPO_ROOT, render
+from clusteraccept.report.model import NOTHING_DUE
 from clusteraccept.site import Site
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
@@ -39,9 +46,13 @@ def summary_path(site: Site) -> Path:
 
 def complete(results: Mapping[str, Any]) -> bool:
     """Ran to the end: every job COMPLETED with nothing missing, verdicts for all, none ERROR."""
-    if results.get("dry_run") or not results.get("verdicts"):
+    if results.get("dry_run"):
         return False
     if any(j.get("missing") or j.get("state") not in DONE for j in results.get("jobs", [])):
+        return False
+    if nothing_due(results):
+        return True  # a due-only run that found nothing due planned nothing: nothing is missing
+    if not results.get("verdicts"):
         return False
     return not any(v["outcome"] == "error" for v in results["verdicts"])
 
@@ -54,6 +65,8 @@ def command(site: Site, python: str | None = None) -> str:
     env = f"SLURM_CONF={shlex.quote(site.slurm.slurm_conf)} " if site.slurm.slurm_conf else ""
     site_file = str(Path(site.file).resolve())
     run = f"{shlex.quote(py)} -m clusteraccept nightly --site {shlex.quote(site_file)}"
+    if site.ops.nightly.only_due:  # also read from the site: the flag shows in the entry what it runs
+        run += " --only-due"
     return f"cd {shlex.quote(str(REPO_ROOT))} && {env}{run}"
 
 
@@ -109,7 +122,8 @@ def previous_run_ids(store: Path, results: Mapping[str, Any], run_root: Path) ->
     return ids
 
 
-def last_good(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[str, Any] | None:
+def good_runs(run_root: Path, results: Mapping[str, Any], store: Path) -> Iterator[dict[str, Any]]:
+    """The earlier complete runs of the site, newest first (read one at a time: they can be large)."""
     from clusteraccept.rundir import read_json
 
     started = str(results.get("started") or "")
@@ -119,8 +133,39 @@ def last_good(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[s
             continue
         other: dict[str, Any] = read_json(path)
         if str(other.get("started") or "") <= started and complete(other):
-            return other
-    return None
+            yield other
+
+
+def last_good(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[str, Any] | None:
+    return next(good_runs(run_root, results, store), None)
+
+
+def _judged_ids(results: Mapping[str, Any]) -> set[str]:
+    """The test ids (``check[subject]``) a run judged: not a skip."""
+    return {f"{v['check']}[{v['subject']}]" for v in results.get("verdicts", []) if v["outcome"] != "skip"}
+
+
+def reference(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[str, Any] | None:
+    """What tonight is compared with: the last good run; when tonight or that run is due-only, each test
+    id judged tonight against the newest good run that judged it (back to the last full run), and nothing
+    else: a subject not tested tonight is neither fixed nor new, and one the last due-only run did not test
+    is compared with the run that last did."""
+    runs = good_runs(run_root, results, store)
+    newest = next(runs, None)
+    if newest is None or not (partial(results) or partial(newest)):
+        return newest
+    wanted = _judged_ids(results)
+    merged: dict[str, Any] = {**newest, "verdicts": [], "backfilled_from": []}
+    covered: set[str] = set()
+    for run in itertools.chain([newest], runs):
+        ids = _judged_ids(run) & (wanted - covered)
+        if ids and run is not newest:
+            merged["backfilled_from"].append(run.get("run_id"))
+        merged["verdicts"] += [v for v in run["verdicts"] if f"{v['check']}[{v['subject']}]" in ids]
+        covered |= ids
+        if covered >= wanted or not partial(run):  # a full run judged everything it could
+            break
+    return merged
 
 
 @dataclass(frozen=True)
@@ -137,6 +182,9 @@ def verdict_of_night(
     from clusteraccept.report.compare import compare
 
     run_id = results.get("run_id")
+    if nothing_due(results) and complete(results):
+        line = f"clusteraccept nightly {site} run {run_id}: OK: {NOTHING_DUE}"
+        return Night(OK, line, {"scope": results["scope"], "reference": "nothing judged"})
     bad = sorted(
         {
             f"{v['check']}[{v['subject']}]"
@@ -150,7 +198,8 @@ def verdict_of_night(
         against = "no earlier good run"
     else:
         diff = compare(reference, results)
-        against = f"vs {reference.get('run_id')}"
+        earlier = reference.get("backfilled_from") or []
+        against = f"vs {reference.get('run_id')}" + (f" and {len(earlier)} earlier run(s)" if earlier else "")
     n_new = int(diff["n_new_failures"])
     # culprits first: "nccl.localization[node3]" says more than the 20 busbw results it explains
     named = sorted(diff["new_failures"], key=lambda t: (not t.startswith("nccl.localization["), t))
@@ -170,6 +219,9 @@ def verdict_of_night(
     parts.append(f"{diff['n_fixed']} fixed, {diff['n_still_failing']} still failing {against}")
     if lost:
         parts.append(f"lost: {'; '.join(lost[:2])}")
+    scoped = summary_line(results, shown=0)
+    if scoped:
+        parts.append(scoped)
     line = f"clusteraccept nightly {site} run {run_id}: {head}: " + "; ".join(parts)
     return Night(code, line, {"diff": diff, "trend_regressions": list(trend_flags), "reference": against})
 
@@ -189,8 +241,11 @@ def post(url: str, line: str, opener: Callable[..., Any] | None = None) -> str:
 
 
 # --- the night ---------------------------------------------------------------------------------------
-def night(site: Site, extra_args: Sequence[str] = (), python: str | None = None) -> Night:
-    """Run the suite into the fixed reports dir, compare, write the summary; returns the Night."""
+def night(
+    site: Site, extra_args: Sequence[str] = (), python: str | None = None, due_only: bool = False
+) -> Night:
+    """Run the suite into the fixed reports dir, compare, write the summary; returns the Night.
+    ``due_only`` (or the site's ``nightly.only_due``): only what is attestation-due (pytest --only-due)."""
     from clusteraccept.rundir import new_run_id, read_json, write_json
 
     reports = reports_dir(site)
@@ -199,6 +254,8 @@ def night(site: Site, extra_args: Sequence[str] = (), python: str | None = None)
         python or sys.executable, "-m", "pytest", "suites/", f"--site={Path(site.file).resolve()}",
         f"--reports-dir={reports}", f"--run-id={run_id}", "-q", *site.ops.nightly.pytest_args, *extra_args,
     ]  # fmt: skip
+    if due_only or site.ops.nightly.only_due:
+        argv.append("--only-due")
     proc = subprocess.run(argv, cwd=REPO_ROOT, check=False)
     run_dir = reports / site.name / run_id
     if not (run_dir / "results.json").exists():
@@ -211,11 +268,13 @@ def night(site: Site, extra_args: Sequence[str] = (), python: str | None = None)
         results = read_json(run_dir / "results.json")
         store = reports / site.name / "history.sqlite"
         flags: list[str] = []
-        if store.exists():
+        if store.exists() and not partial(results):
+            # a due-only night's medians are those of its due subjects: not comparable with the full
+            # nights' rolling medians (and biased to the subjects that failed last time)
             from clusteraccept.report.history import key_stats, trends
 
             flags = [t.key for t in trends(store, results, key_stats(results)) if t.regression]
-        result = verdict_of_night(site.name, results, last_good(reports / site.name, results, store), flags)
+        result = verdict_of_night(site.name, results, reference(reports / site.name, results, store), flags)
         line = f"{result.line}; report {run_dir / 'report.html'}"
         result = Night(result.code, line, result.detail)
         write_json(run_dir / "nightly.json", {"code": result.code, "summary": line, **result.detail})

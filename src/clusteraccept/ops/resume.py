@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.evidence import Evidence, archive, load, slug
+from clusteraccept.evidence import Evidence, archive, archive_name, load, slug
 from clusteraccept.plan import CampaignJob, Plan, ProbeJob, make_plan
 from clusteraccept.site import COLLECTIVES, Site
 
@@ -225,6 +225,7 @@ def resume_run(
 ) -> dict[str, Any]:
     """Rerun the lost part of ``run_dir`` and merge it in; returns the updated results (also written)."""
     from clusteraccept import session
+    from clusteraccept.ops.scope import judged_nodes
     from clusteraccept.rundir import read_json, write_json
     from clusteraccept.submit import JobLayer
 
@@ -275,13 +276,15 @@ def resume_run(
     for o in outcomes:
         for ev in o.evidence:
             family = ev.meta.get("check", "misc")
-            name = f"{ev.meta['collective']}_{ev.meta['subject']}" if "subject" in ev.meta else None
+            name = archive_name(ev)
             archive(ev, run_dir / "raw", family, name)
     archived = _archived(run_dir)
     new_jobs = [session._outcome_dict(o) for o in outcomes]
     results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)
     entry["jobs"] = [j["name"] for j in new_jobs]
-    results["verdicts"] = [v.to_dict() for v in session.judge_all(site, archived, families, nccl)]
+    # a due-only run judges its due nodes only (ops/scope.py): the others were never probed
+    nodes = judged_nodes(results, site.nodes)
+    results["verdicts"] = [v.to_dict() for v in session.judge_all(site, archived, families, nccl, nodes)]
     results["fingerprint"] = session.fingerprint_of(archived)
     entry["ended"] = results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
     resumes.append(entry)

@@ -34,6 +34,8 @@ TOOLS: dict[str, str] = {
     "scontrol-topology": "scontrol_topology",
     # issue 8: the PyTorch NCCL fallback collector (probes/torch_nccl.py, its own JSON-lines format)
     "torch-nccl": "torch_nccl",
+    # issue 5/9: port counter snapshots around traffic (probes/counters.py's sectioned text)
+    "counters": "counters",
 }
 
 

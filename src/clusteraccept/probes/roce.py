@@ -10,10 +10,9 @@ Per rail (``options["node_rails"][<this host>]``: gpu, hca, port, netdev):
   dcb-pfc(8), dcb-app(8));
 - the files of :func:`roce_sysfs.all_paths` (ECN NP/RP enables, CNP DSCP / 802.1p priority, MTU, RDMA-CM
   default_roce_tos / default_roce_mode), each read as it is;
-- counter snapshots before and after (``ethtool -S <netdev>`` and the mlx5 congestion hw_counters
-  np_cnp_sent / rp_cnp_handled, see roce_sysfs.hw_counter_path). No traffic test runs inside this probe:
-  the pair brackets only the probe's own time, so it is labelled ``window=idle`` and the judge says
-  "no traffic test in this run" unless it shows a fault anyway.
+- port counter snapshots before and after (probes/counters.py). No traffic test runs inside this probe: the
+  pair brackets only the probe's own time, so it is labelled ``window=idle``; the campaign's snapshots
+  around real traffic are judged instead when the run has them (checks/counters.py).
 Per node: ``show_gids`` (mlnx-tools; the GID table of every port) and the names in ``/sys/class/net``.
 
 Nothing runs when the site has no roce section; a port whose link layer does not read "Ethernet" (absent,
@@ -22,15 +21,13 @@ InfiniBand) is no RoCE port: it gets no further command, its link_layer evidence
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
 from clusteraccept import runner
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import roce_sysfs
-
-CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
+from clusteraccept.probes import counters
 
 
 def _tag(ev: Evidence, **meta: str) -> Evidence:
@@ -46,17 +43,9 @@ def _rail_meta(rail: dict[str, Any], netdev: str | None) -> dict[str, str]:
     }
 
 
-def _snapshot(rails: list[tuple[dict[str, str], str]], timeout_s: float, when: str) -> list[Evidence]:
-    """ethtool -S and the CNP hw_counters of every RoCE netdev, labelled ``snapshot=<when>``."""
-    out: list[Evidence] = []
-    stamp = f"{time.monotonic():.3f}"
-    for meta, netdev in rails:
-        tags = {**meta, "role": "counters", "snapshot": when, "window": "idle", "t_s": stamp}
-        out.append(_tag(runner.run(["ethtool", "-S", netdev], timeout_s, source="ethtool-stats"), **tags))
-        for name in CNP_COUNTERS:
-            path = roce_sysfs.hw_counter_path(meta["hca"], int(meta["port"]), name)
-            out.append(_tag(runner.read(path, source="hw-counters"), **tags, counter=name))
-    return out
+def _snapshot(rails: list[dict[str, Any]], timeout_s: float, seq: int) -> Evidence:
+    meta = {"window": "idle", "campaign": "roce-probe", "seq": str(seq), "snapshot": f"roce-probe-s{seq:03d}"}
+    return counters.snapshot(rails, timeout_s, meta)
 
 
 def _netdev(rail: dict[str, Any], out: list[Evidence], meta: dict[str, str]) -> str | None:
@@ -108,11 +97,14 @@ def collect(options: dict[str, object]) -> list[Evidence]:
         if netdev is None or not link.ok or link.stdout.strip() != "Ethernet":
             continue  # no RoCE port here: its link_layer evidence says why, nothing else to ask
         roce.append((_rail_meta(rail, netdev), netdev))
-    before = _snapshot(roce, timeout_s, "before")
+    ports = [
+        r for r in rails if any(m["hca"] == str(r["hca"]) and m["port"] == str(r["port"]) for m, _ in roce)
+    ]
+    before = [_snapshot(ports, timeout_s, 0)] if ports else []
     for meta, netdev in roce:
         out += _qos(netdev, timeout_s, meta)
         for path in roce_sysfs.all_paths(netdev, meta["hca"], int(meta["port"])):
             out.append(_tag(runner.read(path, source="roce-sysfs"), **meta, role="sysfs"))
     if roce:
         out.append(_tag(runner.run(["show_gids"], timeout_s, source="show_gids"), role="gids"))
-    return out + before + _snapshot(roce, timeout_s, "after")
+    return out + before + ([_snapshot(ports, timeout_s, 1)] if ports else [])

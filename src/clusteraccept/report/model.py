@@ -17,6 +17,8 @@ OUTCOMES = ("pass", "fail", "error", "skip", "waived")
 PAIR_SCOPES = frozenset({"pair_in_block", "pair_cross_block"})
 BLOCK_SCOPES = frozenset({"block", "all", "intra_node"})
 OK_STATES = frozenset({"COMPLETED", "FINISHED", "DONE"})
+# A --only-due run that found nothing due (results.json "scope"): it submitted nothing, on purpose.
+NOTHING_DUE = "nothing due: every node and link holds a valid attestation"
 
 
 class PairRow(NamedTuple):
@@ -227,6 +229,9 @@ def banner(
     reasons: list[str] = []
     if results.get("dry_run"):
         return Banner("INCOMPLETE", ("dry run: job scripts were written, nothing was submitted or judged",))
+    scope = results.get("scope") or {}
+    if scope.get("only_due") and not scope.get("due"):
+        return Banner("INCOMPLETE", (NOTHING_DUE,))  # not an acceptance, and nothing failed
     if total["fail"]:
         reasons.append(f"{total['fail']} failed verdict(s)" + (f": {failed_in}" if failed_in else ""))
     bad_jobs = [
@@ -247,6 +252,8 @@ def banner(
         incomplete.append(f"check families not run: {', '.join(missing)}")
     if results.get("subset"):
         incomplete.append("only part of the nccl campaign was selected (-k)")
+    if scope.get("only_due") and not scope.get("all_due"):
+        incomplete.append(scope_reason(scope))
     reasons += incomplete
     if total["fail"]:
         return Banner("REJECT", tuple(reasons))
@@ -254,6 +261,15 @@ def banner(
         return Banner("INCOMPLETE", tuple(reasons))
     waived = f"; {total['waived']} failure(s) waived with a reason" if total["waived"] else ""
     return Banner("ACCEPT", (f"every check passed or was skipped with a reason{waived}",))
+
+
+def scope_reason(scope: Mapping[str, Any]) -> str:
+    """The banner's line for a --only-due run (results.json ``scope``)."""
+    nodes, links = len(scope.get("nodes", ())), int(scope.get("n_links", 0))
+    return (
+        f"restricted to {nodes} due node(s) and {links} due link(s) (--only-due): not a full acceptance; "
+        "the other nodes and links keep their attestations"
+    )
 
 
 def culprit_parts(v: Mapping[str, Any]) -> list[tuple[str, str, str]]:

@@ -21,7 +21,7 @@ from typing import Any
 from clusteraccept.evidence import slug
 from clusteraccept.site import Site
 
-PARTS = ("topology", "gpudirect", "roce", "sharp")
+PARTS = ("topology", "gpudirect", "roce", "sharp", "counters")
 
 
 @dataclass
@@ -31,6 +31,14 @@ class Part:
     commands: list[tuple[str, str, int]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)  # path -> target path (both node paths)
+    traffic: dict[str, Any] = field(default_factory=dict)  # HCA -> one step's increments (sim/traffic.py)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` in one rename: a reader sees the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def faults_for(site: Site, node: str) -> list[dict[str, Any]]:
@@ -44,7 +52,9 @@ def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
     fs = d / "fs"
     (d / "out").mkdir(parents=True)
     index = []
+    traffic: dict[str, Any] = {}
     for i, part in enumerate(parts):
+        traffic |= part.traffic
         for j, (pattern, stdout, rc) in enumerate(part.commands):
             out = f"out/{i:02d}_{j:03d}_{slug(pattern)[:60]}.txt"
             (d / out).write_text(stdout)
@@ -61,6 +71,8 @@ def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
     # The launcher really runs on a simulated node (it starts the simulated nccl-tests of the site).
     index += [{"match": pattern, "passthrough": True} for pattern in ("srun *", "env *")]
     (d / "commands.json").write_text(json.dumps(index, indent=1))
+    if traffic:
+        (d / "traffic.json").write_text(json.dumps(traffic, indent=1))
     return d
 
 

@@ -504,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.stdout.write(with_info(text, fab, hosts, env, args[0].removesuffix("_perf")))
     sys.stdout.flush()
+    if len(hosts) > 1 and env.get("CLUSTERACCEPT_HOST_PROFILE"):  # traffic crossed the NICs
+        from clusteraccept.sim.traffic import bump
+
+        rails = fab.node(hosts[0]).rails
+        used = rails_from_hca(env.get("NCCL_IB_HCA"), rails) or range(len(rails))
+        bump(Path(env["CLUSTERACCEPT_HOST_PROFILE"]), hosts, [rails[i] for i in used])
     return rc
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.parsers import roce_sysfs
-from clusteraccept.probes.roce import CNP_COUNTERS
+from clusteraccept.probes.counters import CNP_COUNTERS
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import Part
 from clusteraccept.site import Rail, Roce, Site

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 0: sendrecv cross-block pairs 1 (112 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -114,6 +115,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 1: sendrecv cross-block pairs 2 (120 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -236,6 +238,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 2: sendrecv cross-block pairs 3 (96 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -334,6 +337,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 3: sendrecv cross-block pairs 4 (72 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -408,6 +412,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 4: sendrecv cross-block pairs 5 (48 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -458,6 +463,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 5: sendrecv cross-block pairs 6 (24 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -484,6 +490,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 6: sendrecv cross-block pairs 7 (8 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -494,6 +501,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 7: all_reduce cross-block pairs 1 (112 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -608,6 +616,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 8: all_reduce cross-block pairs 2 (120 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -730,6 +739,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 9: all_reduce cross-block pairs 3 (96 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -828,6 +838,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 10: all_reduce cross-block pairs 4 (72 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -902,6 +913,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 11: all_reduce cross-block pairs 5 (48 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -952,6 +964,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 12: all_reduce cross-block pairs 6 (24 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -978,6 +991,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 13: all_reduce cross-block pairs 7 (8 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -988,15 +1002,20 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 14: all nodes all_reduce (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 15: all nodes alltoall (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 16: sharp on (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 17: sharp off (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 0: intra-node (16 concurrent steps)
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -18,6 +19,7 @@ srun -N 1 -n 8 --ntasks-per-node=8 -w gpu030 --exact --overlap --cpus-per-task=1
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 1: sendrecv pairs 1 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -84,6 +86,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 2: sendrecv pairs 2 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -150,6 +153,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 3: sendrecv pairs 3 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -216,6 +220,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 4: sendrecv pairs 4 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -282,6 +287,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 5: sendrecv pairs 5 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -348,6 +354,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 6: sendrecv pairs 6 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -414,6 +421,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 7: sendrecv pairs 7 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -480,6 +488,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 8: sendrecv pairs 8 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -546,6 +555,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 9: sendrecv pairs 9 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -612,6 +622,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 10: sendrecv pairs 10 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -678,6 +689,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 11: sendrecv pairs 11 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -744,6 +756,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 12: sendrecv pairs 12 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -810,6 +823,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 13: sendrecv pairs 13 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -876,6 +890,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 14: sendrecv pairs 14 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -942,6 +957,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 15: sendrecv pairs 15 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1008,6 +1024,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 16: all_reduce pairs 1 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1074,6 +1091,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 17: all_reduce pairs 2 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1140,6 +1158,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 18: all_reduce pairs 3 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1206,6 +1225,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 19: all_reduce pairs 4 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1272,6 +1292,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 20: all_reduce pairs 5 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1338,6 +1359,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 21: all_reduce pairs 6 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1404,6 +1426,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 22: all_reduce pairs 7 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1470,6 +1493,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 23: all_reduce pairs 8 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1536,6 +1560,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 24: all_reduce pairs 9 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1602,6 +1627,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 25: all_reduce pairs 10 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1668,6 +1694,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 26: all_reduce pairs 11 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1734,6 +1761,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 27: all_reduce pairs 12 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1800,6 +1828,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 28: all_reduce pairs 13 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1866,6 +1895,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 29: all_reduce pairs 14 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1932,6 +1962,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 30: all_reduce pairs 15 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1998,15 +2029,20 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 31: block all_reduce (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 32: block alltoall (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 33: sharp on (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
 # round 34: sharp off (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters

@@ -102,3 +102,24 @@ def test_proposal_tolerates_latency_bound_sizes_and_leaves_out_unjudgeable_ones(
     text = (Path(__file__).parents[3] / "site-configs" / "local-gpu.baselines.yaml").read_text()
     loaded = yaml.safe_load(text)
     assert Reference(**loaded["nccl.busbw.all_reduce.intra_node.8GiB"]).lower == -0.08
+
+
+def test_a_step_killed_with_its_job_is_not_tested_not_failed() -> None:
+    from clusteraccept.submit import _mark_killed
+
+    s = site({})
+    out = '{"error": "srun: error: node2: task 1: Killed"}\n'
+    failed, done = evidence("all_reduce", out, rc=137), evidence("sendrecv", "", rc=0)
+    # a completed job's failed step stays a failure (the hardware's or the software's)
+    assert _mark_killed([failed[0], done[0]], "COMPLETED") == [failed[0], done[0]]
+    killed, kept = _mark_killed([failed[0], done[0]], "NODE_FAIL")
+    assert killed.meta["killed_with_job"] == "NODE_FAIL" and kept == done[0]  # exit 0 is a result
+    verdicts = nccl.judge(s, [(killed, failed[1])], s.nodes)
+    (launch,) = [v for v in verdicts if v.check == "nccl.launch"]
+    assert not [v for v in verdicts if v.outcome is Outcome.FAIL]
+    assert launch.outcome is Outcome.ERROR and launch.message == (
+        "not tested: the step ended with its Slurm job (NODE_FAIL) before it finished; that says nothing "
+        "about the hardware (--resume RUN_DIR reruns it)"
+    )
+    (timeout,) = _mark_killed([failed[0]], "WAIT_TIMEOUT (gave up waiting)")
+    assert timeout.meta["killed_with_job"] == "WAIT_TIMEOUT"

@@ -145,7 +145,9 @@ def test_healthy_site_passes_and_counters_skip_honestly(
     assert all(v.outcome is Outcome.PASS for v in verdicts if v.check != "roce.counters")
     # the probe's snapshot pair brackets no traffic: never a PASS, a SKIP saying so
     assert all(
-        v.outcome is Outcome.SKIP and v.message.startswith("no traffic test in this run (idle")
+        v.outcome is Outcome.SKIP
+        and v.message.startswith("no traffic test in this run (select the nccl campaign with it")
+        and "idle" in v.message
         for v in counters
     )
     v = one(verdicts, "roce.dscp_map", "node2:rail6")
@@ -252,32 +254,34 @@ def test_real_host_without_roce_netdev(tmp_path: Path, monkeypatch: pytest.Monke
     assert node.outcome is Outcome.FAIL and node.message.startswith("node1: rail0: no RoCE netdev: mlx5_0")
 
 
+def snapshot_text(ethtool: str, rail: int = 3, hca: str = "mlx5_3", netdev: str = "eth3") -> str:
+    """A node's counter snapshot as probes/counters.py writes it, one RoCE rail."""
+    return (
+        f"## rail {rail} hca {hca} port 1 netdev {netdev}\n### link_layer\nEthernet\n"
+        f"### ethtool-stats rc=0\n{ethtool.rstrip()}\n"
+    )
+
+
 def _counter_pair(before: str, after: str, window: str) -> list[Archived]:
-    meta = {"hca": "mlx5_3", "port": "1", "netdev": "eth3", "rail": "3", "role": "counters", "window": window}
     return [
         (
             Evidence(
                 "node1",
-                "ethtool-stats",
-                argv=("ethtool", "-S", "eth3"),
-                stdout=text,
-                meta={**meta, "snapshot": snap, "t_s": t},
+                "counters",
+                path="/sys/class/infiniband",
+                stdout=snapshot_text(text),
+                meta={"role": "counters", "window": window, "campaign": "c", "seq": seq, "t_s": t},
             ),
-            f"raw/roce/node1/ethtool_{snap}.json",
+            f"raw/nccl/node1/counters_c-s00{seq}.json",
         )
-        for snap, text, t in (("before", before, "10.0"), ("after", after, "12.5"))
+        for seq, text, t in (("0", before, "10.0"), ("1", after, "12.5"))
     ]
 
 
 def _counters(site: Site, evidence: list[Archived]) -> Verdict:
     rail = next(r for r in site.node_type("node1").rails if r.index == 3)
     r = roce._Rail("node1", rail, {"counters": evidence}, [])
-    try:
-        return roce.check_counters(site.roce, site, r, "node1:rail3")  # type: ignore[arg-type]
-    except roce._Unavailable as u:
-        return Verdict(
-            "roce.counters", "roce", "node1:rail3", Outcome.SKIP if u.skipped else Outcome.ERROR, u.message
-        )
+    return roce.check_counters(site.roce, site, r, "node1:rail3")  # type: ignore[arg-type]
 
 
 def test_counter_deltas_around_traffic() -> None:
@@ -286,22 +290,24 @@ def test_counter_deltas_around_traffic() -> None:
     after = (DATA / "ethtool-stats" / "synthetic-mlx5-pfc-prio3-after.txt").read_text()
     v = _counters(site, _counter_pair(before, after, "traffic"))
     assert v.outcome is Outcome.FAIL and v.message == (
-        "node1 rail3 (eth3): 2 discards on the lossless priority 3 in the 2.5 s traffic window between the "
-        "counter snapshots, expected none"
+        "node1 rail3 (eth3): discards on the lossless priority 3: +2 in 1 of 1 intervals | rx_discards_phy "
+        "(the port dropped for lack of buffers): +2 in 1 of 1 intervals in the 2.5 s traffic window, "
+        "expected none"
     )
-    quiet = after.replace("rx_prio3_discards: 2", "rx_prio3_discards: 0")
+    quiet = after.replace("rx_prio3_discards: 2", "rx_prio3_discards: 0").replace(
+        "rx_discards_phy: 2", "rx_discards_phy: 0"
+    )
     v = _counters(site, _counter_pair(before, quiet, "traffic"))
-    assert v.outcome is Outcome.PASS and "pause on priority 3: rx +41927 tx +1290418" in v.message
+    assert v.outcome is Outcome.PASS and "pause on priority 3: +1332345" in v.message  # rx 41927 + tx 1290418
     # PFC frames on a priority that is not the lossless one fail, even in an idle window
     two = ethtool_text({3, 4})
     v = _counters(site, _counter_pair(two, two.replace("tx_prio4_pause: 0", "tx_prio4_pause: 12"), "idle"))
     assert v.outcome is Outcome.FAIL and v.message.startswith(
-        "node1 rail3 (eth3): 12 pause frames on priority 4 (not the lossless 3) in the 2.5 s idle window"
+        "node1 rail3 (eth3): pause frames on priority 4 (not the lossless 3): +12 in 1 of 1 intervals in the "
+        "2.5 s idle window"
     )
     v = _counters(site, _counter_pair(two, two, "idle"))
-    assert v.outcome is Outcome.SKIP and v.message.startswith(
-        "no traffic test in this run (idle 2.5 s window"
-    )
+    assert v.outcome is Outcome.SKIP and "idle 2.5 s window clean" in v.message
     v = _counters(site, _counter_pair(two, two, "idle")[:1])
     assert v.outcome is Outcome.SKIP and v.message.startswith("no traffic test in this run")
     v = _counters(site, _counter_pair(after, before, "traffic"))

@@ -1,0 +1,238 @@
+"""Port counter deltas as evidence (probes/counters.py snapshots -> verdicts per ``node:railK``).
+
+A campaign snapshots every node's counters before its first round and after each round; rounds are
+matchings, so a node's delta over one round belongs to the one step it was in (meta ``during``). Verdicts:
+
+- ``nccl.link_errors`` (any link layer): an IB PMA error counter (symbol_error, link_downed, port_rcv_errors,
+  port_xmit_discards, ...) rose while traffic ran. Bandwidth that passes on a link taking errors is a
+  finding, not a pass: the errors are retransmitted today and become a dead link next week.
+- ``roce.counters`` (RoCE ports): PFC pause frames on a priority other than the lossless one, discards on
+  the lossless priority (rx_prio<p>_discards/_buf_discard/_cong_discard) or on the port (rx_discards_phy:
+  a lossless port drops nothing), or RoCE traffic that did not travel on the lossless priority (the
+  per-priority byte counters). mlx5 counter semantics: Linux Documentation/networking/device_drivers/
+  ethernet/mellanox/mlx5/counters.rst. Without traffic snapshots it judges the RoCE probe's idle window.
+
+Pure: parses the archived evidence handed in.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clusteraccept.baselines import Verdict, error, expect, skip
+from clusteraccept.errors import ParseError
+from clusteraccept.evidence import Evidence
+from clusteraccept.parsers import counters as pc
+from clusteraccept.probes.counters import IB_ERRORS
+from clusteraccept.site import Roce
+
+Archived = tuple[Evidence, str]
+MIN_TRAFFIC_B = 1 << 20  # below this a window carried no RoCE traffic worth a per-priority share
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The counters of one node between two consecutive snapshots of one campaign (or idle window)."""
+
+    campaign: str
+    window: str  # traffic | idle
+    after_round: str
+    during: tuple[str, ...]  # "<collective>:<step subject>" of the steps the node was in
+    rails: dict[int, pc.RailDelta]
+    paths: tuple[str, str]
+    span_s: float
+    t_end: float = 0.0
+
+    def steps_on(self, rail: int) -> str:
+        """The steps of this interval that used ``rail`` (pair steps name it; block/intra use every rail)."""
+        if not self.during and not self.after_round:
+            return ""  # nothing recorded about the interval (not a campaign's)
+        own = [d for d in self.during if ":rail" not in d or d.endswith(f":rail{rail}")]
+        where = f" (round '{self.after_round}')" if self.after_round else ""
+        return (", ".join(own) if own else "no step on this rail") + where
+
+
+def intervals(snaps: Sequence[Archived]) -> tuple[list[Interval], list[str]]:
+    """Consecutive snapshot pairs per campaign, and what could not be used (parse errors, gaps)."""
+    problems: list[str] = []
+    by_campaign: dict[str, list[tuple[int, Evidence, str, pc.Snapshot]]] = defaultdict(list)
+    for ev, path in snaps:
+        try:
+            parsed = pc.parse(ev.stdout)
+        except ParseError as exc:
+            problems.append(f"could not parse counter snapshot {path}: {exc}")
+            continue
+        seq = ev.meta.get("seq", "")
+        if not seq.isdigit():
+            problems.append(f"{path}: counter snapshot without a sequence number")
+            continue
+        by_campaign[ev.meta.get("campaign", "")].append((int(seq), ev, path, parsed))
+    out: list[Interval] = []
+    for campaign, snaps_of in sorted(by_campaign.items()):
+        snaps_of.sort(key=lambda s: s[0])
+        for (k0, e0, p0, s0), (k1, e1, p1, s1) in itertools.pairwise(snaps_of):
+            if k1 != k0 + 1:
+                problems.append(f"{campaign}: snapshots {k0 + 1}..{k1 - 1} missing (their rounds unjudged)")
+                continue
+            rails = {r: pc.delta(s0.rails[r], s1.rails[r]) for r in s0.rails.keys() & s1.rails.keys()}
+            t = [float(e.meta.get("t_s", "0") or 0) for e in (e0, e1)]
+            during = tuple(d for d in e1.meta.get("during", "").split("|") if d)
+            window = e1.meta.get("window", "traffic")
+            out.append(
+                Interval(
+                    campaign,
+                    window,
+                    e1.meta.get("after_round", ""),
+                    during,
+                    rails,
+                    (p0, p1),
+                    t[1] - t[0],
+                    t[1],
+                )
+            )
+    out.sort(key=lambda i: i.t_end)  # the order things happened in, whatever the campaign
+    return out, problems
+
+
+def _windows(ivs: list[Interval], rail: int) -> tuple[list[Interval], str]:
+    """The traffic intervals that cover ``rail``, else the idle ones; and which kind was used."""
+    traffic = [i for i in ivs if i.window == "traffic" and rail in i.rails]
+    if traffic:
+        return traffic, "traffic"
+    return [i for i in ivs if rail in i.rails], "idle"
+
+
+def _paths(ivs: list[Interval]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(p for i in ivs for p in i.paths))
+
+
+def _unusable(
+    check: str, family: str, subject: str, ivs: list[Interval], problems: list[str]
+) -> Verdict | None:
+    if problems and not ivs:
+        return error(check, family, subject, "; ".join(problems[:3]))
+    if not ivs:
+        return skip(check, family, subject, "no traffic test with counter snapshots in this run")
+    return None
+
+
+def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], problems: list[str]) -> Verdict:
+    """``nccl.link_errors``: no IB error counter of the rail's port rose while the campaign ran."""
+    check = "nccl.link_errors"
+    used = [i for i in ivs if i.window == "traffic" and rail in i.rails]
+    bad = _unusable(check, "nccl", subject, used, problems)
+    if bad is not None:
+        return bad
+    missing = [n for n in IB_ERRORS if all(n not in i.rails[rail].ib for i in used)]
+    if len(missing) == len(IB_ERRORS):
+        return error(
+            check, "nccl", subject, f"{where}: no IB port counter readable in the snapshots", _paths(used)
+        )
+    back = sorted({n for i in used for n in i.rails[rail].went_backwards if n in IB_ERRORS})
+    if back:
+        why = (
+            f"{where}: counters went backwards between snapshots ({', '.join(back)}): reset or driver reload"
+        )
+        return error(check, "nccl", subject, why, _paths(used))
+    rose: list[str] = []
+    total = 0
+    for i in used:
+        d = i.rails[rail].ib
+        hits = {n: d[n] for n in IB_ERRORS if d.get(n)}
+        if hits:
+            total += sum(hits.values())
+            rose.append(", ".join(f"{n} +{v}" for n, v in hits.items()) + f" during {i.steps_on(rail)}")
+    data_B = 4 * sum(i.rails[rail].ib.get(n, 0) for i in used for n in ("port_xmit_data", "port_rcv_data"))
+    if rose:
+        more = f"; and {len(rose) - 3} more" if len(rose) > 3 else ""
+        msg = (
+            f"{where}: error counters rose while traffic ran, in {len(rose)} of {len(used)} intervals: "
+            f"{'; '.join(rose[:3])}{more}; whatever the "
+            "bandwidth, a port taking errors is a finding (reseat or replace the cable/transceiver)"
+        )
+        return expect(check, "nccl", subject, False, msg, value=total, evidence=_paths(used))
+    msg = f"{where}: no error counter rose over {len(used)} traffic intervals ({data_B / 1e9:.1f} GB moved)"
+    return expect(check, "nccl", subject, True, msg, value=0, evidence=_paths(used))
+
+
+def _roce_findings(p: int, d: pc.RailDelta) -> tuple[dict[str, int], int, int]:
+    """(finding -> count, bytes on the lossless priority, bytes on all priorities) of one interval."""
+    e = d.ethtool
+    if e is None:
+        return {}, 0, 0
+    found = {
+        f"pause frames on priority {q} (not the lossless {p})": n
+        for q in range(8)
+        if q != p
+        for n in [(e.rx_prio_pause(q) or 0) + (e.tx_prio_pause(q) or 0)]
+        if n
+    }
+    drops = sum(v or 0 for v in (e.rx_prio_discards(p), e.rx_prio_buf_discard(p), e.rx_prio_cong_discard(p)))
+    if drops:
+        found[f"discards on the lossless priority {p}"] = drops
+    if e.rx_discards_phy:
+        found["rx_discards_phy (the port dropped for lack of buffers)"] = e.rx_discards_phy
+    per_prio = [(e.get(f"rx_prio{q}_bytes") or 0) + (e.get(f"tx_prio{q}_bytes") or 0) for q in range(8)]
+    return found, per_prio[p], sum(per_prio)
+
+
+def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequence[Archived]) -> Verdict:
+    """``roce.counters``: nothing lossy happened on the port while traffic (or the idle window) ran."""
+    check, p = "roce.counters", roce.lossless_priority
+    ivs, problems = intervals(snaps)
+    used, window = _windows(ivs, rail)
+    used = [i for i in used if i.rails[rail].ethtool is not None]
+    if not used:
+        if problems:
+            return error(check, "roce", subject, f"{where}: {'; '.join(problems[:2])}")
+        why = "no traffic test in this run (no before/after counter snapshots with ethtool -S)"
+        return skip(check, "roce", subject, f"{why} on {where}")
+    back = sorted({n for i in used for n in i.rails[rail].went_backwards})
+    if back:
+        why = f"{where}: counters went backwards between snapshots ({', '.join(back[:4])}): reset or reload"
+        return error(check, "roce", subject, why, _paths(used))
+    totals: dict[str, int] = defaultdict(int)
+    first: dict[str, str] = {}
+    lossless_B = total_B = 0
+    for i in used:
+        f, lb, tb = _roce_findings(p, i.rails[rail])
+        lossless_B, total_B = lossless_B + lb, total_B + tb
+        for what, n in f.items():
+            totals[what] += n
+            first.setdefault(what, i.steps_on(rail) if window == "traffic" else "")
+    found = []
+    if window == "traffic" and total_B >= MIN_TRAFFIC_B and lossless_B < total_B / 2:
+        found.append(
+            f"only {100 * lossless_B / total_B:.0f}% of the port's bytes travelled on the lossless "
+            f"priority {p} while the campaign ran (RoCE classified onto another priority: trust/DSCP map)"
+        )
+    for what, n in totals.items():
+        seen_in = sum(1 for i in used if _roce_findings(p, i.rails[rail])[0].get(what))
+        where_first = f", first during {first[what]}" if first[what] else ""
+        found.append(f"{what}: +{n} in {seen_in} of {len(used)} intervals{where_first}")
+    eth = [i.rails[rail].ethtool for i in used]
+    pauses = sum((e.rx_prio_pause(p) or 0) + (e.tx_prio_pause(p) or 0) for e in eth if e)
+    cnp = {n: sum(i.rails[rail].hw.get(n, 0) for i in used) for n in ("np_cnp_sent", "rp_cnp_handled")}
+    seen = f"pause on priority {p}: +{pauses}, " + ", ".join(f"{n} +{v}" for n, v in cnp.items())
+    span = f"{sum(i.span_s for i in used):.1f} s"
+    if found:
+        msg = f"{where}: {' | '.join(found)} in the {span} {window} window, expected none"
+        return expect(check, "roce", subject, False, msg, value=len(found), evidence=_paths(used))
+    if window == "idle":
+        return skip(
+            check,
+            "roce",
+            subject,
+            "no traffic test in this run (select the nccl campaign with it, e.g. -m 'roce or nccl'); "
+            f"idle {span} window clean: {seen}",
+            _paths(used),
+        )
+    share = f", {100 * lossless_B / total_B:.0f}% of bytes on priority {p}" if total_B else ""
+    msg = (
+        f"{where}: no pause frames off priority {p}, no discards over {len(used)} traffic intervals"
+        f"{share} ({seen})"
+    )
+    return expect(check, "roce", subject, True, msg, value=0, evidence=_paths(used))

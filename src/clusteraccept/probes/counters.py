@@ -1,0 +1,145 @@
+"""Port counter snapshots of every site rail on this node: evidence only (judged by checks/counters.py).
+
+Taken around traffic by the campaign driver (before the first round and after every round, so the delta
+of one interval belongs to the one step each node was in) and around the RoCE probe's idle window.
+
+Per rail (``rails``: gpu, hca, port, netdev, as session.probe_options' ``node_rails``):
+- ``/sys/class/infiniband/<hca>/ports/<port>/link_layer`` (Documentation/ABI/stable/sysfs-class-infiniband);
+- the port's PMA counters ``/sys/class/infiniband/<hca>/ports/<port>/counters/<name>`` (same ABI file,
+  "counters/"; names from drivers/infiniband/core/sysfs.c ``PORT_PMA_ATTR``): the error counters of
+  :data:`IB_ERRORS` and ``port_xmit_data``/``port_rcv_data`` (IBTA PortXmitData: units of 4 octets);
+- on an Ethernet (RoCE) port also ``ethtool -S <netdev>`` and the mlx5 congestion counters of
+  ``.../hw_counters/`` (roce_sysfs.hw_counter_path).
+
+One Evidence per node and snapshot (source ``counters``), so a 4,096-node campaign archives one file per
+node and round, not one per counter. Its stdout is each tool's text as printed, in sections::
+
+    ## rail 0 hca mlx5_0 port 1 netdev eth0
+    ### link_layer
+    Ethernet
+    ### ib-counters /sys/class/infiniband/mlx5_0/ports/1/counters
+    symbol_error: 0
+    ### ethtool-stats rc=0
+    NIC statistics:
+         rx_prio3_pause: 0
+    ### hw-counters /sys/class/infiniband/mlx5_0/ports/1/hw_counters
+    np_cnp_sent: 12
+
+A file that cannot be read is listed in an ``### unreadable`` section with the reason (parsers/counters.py).
+
+``python -m clusteraccept.probes.counters --rails FILE --out DIR --label L [--after ROUND]`` writes this
+node's snapshot to ``DIR/<label>-<host>.json`` (the campaign driver runs it on every node through srun).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from clusteraccept import runner
+from clusteraccept.evidence import Evidence, slug
+from clusteraccept.parsers import roce_sysfs
+
+IB_ERRORS = (
+    "symbol_error",
+    "link_error_recovery",
+    "link_downed",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_xmit_discards",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
+IB_DATA = ("port_xmit_data", "port_rcv_data")
+CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
+
+
+def _files(title: str, paths: dict[str, str], unreadable: list[str]) -> list[str]:
+    """``### title`` then ``name: value`` for each readable file; the others go to ``unreadable``."""
+    lines = [f"### {title}"]
+    for name, path in paths.items():
+        ev = runner.read(path)
+        value = ev.stdout.strip()
+        if ev.ok and value.isdigit():
+            lines.append(f"{name}: {value}")
+        else:
+            unreadable.append(f"{path}: {(ev.stderr or value or 'empty').strip().splitlines()[0][:160]}")
+    return lines
+
+
+def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
+    hca, port = str(rail["hca"]), int(rail["port"])
+    base = f"/sys/class/infiniband/{hca}/ports/{port}"
+    link = runner.read(f"{base}/link_layer")
+    netdev = rail.get("netdev") or ""
+    if not netdev and link.ok and link.stdout.strip() == "Ethernet":
+        ndev = runner.read(f"{base}/gid_attrs/ndevs/0")  # the GID's net device (same ABI file)
+        netdev = ndev.stdout.strip() if ndev.ok and "/" not in ndev.stdout else ""
+    out = [f"## rail {rail['gpu']} hca {hca} port {port} netdev {netdev or '-'}"]
+    unreadable: list[str] = []
+    if not link.ok:
+        return [*out, "### unreadable", f"{base}/link_layer: {(link.stderr or 'unreadable').strip()[:160]}"]
+    out += ["### link_layer", link.stdout.strip()]
+    names = (*IB_ERRORS, *IB_DATA)
+    out += _files(f"ib-counters {base}/counters", {n: f"{base}/counters/{n}" for n in names}, unreadable)
+    if link.stdout.strip() == "Ethernet" and netdev:
+        stats = runner.run(["ethtool", "-S", netdev], timeout_s, source="ethtool-stats")
+        if stats.ok:
+            out += [f"### ethtool-stats rc={stats.returncode}", stats.stdout.rstrip("\n")]
+        else:
+            unreadable.append(f"ethtool -S {netdev}: rc {stats.returncode}: {stats.stderr.strip()[:160]}")
+        hw = {n: roce_sysfs.hw_counter_path(hca, port, n) for n in CNP_COUNTERS}
+        out += _files(f"hw-counters {base}/hw_counters", hw, unreadable)
+    if unreadable:
+        out += ["### unreadable", *unreadable]
+    return out
+
+
+def snapshot(rails: list[dict[str, Any]], timeout_s: float, meta: dict[str, str]) -> Evidence:
+    """This node's counters of every rail now, as one Evidence (``meta`` labels the snapshot)."""
+    t0 = time.monotonic()
+    lines: list[str] = []
+    for rail in rails:
+        lines += _rail_section(rail, timeout_s)
+    return Evidence(
+        runner.hostname(),
+        "counters",
+        path="/sys/class/infiniband",
+        returncode=0,
+        stdout="\n".join(lines) + "\n",
+        duration_s=time.monotonic() - t0,
+        meta={**meta, "role": "counters", "t_s": f"{time.time():.3f}"},
+    )
+
+
+def snapshot_to(out_dir: Path, rails_file: Path, label: str, meta: dict[str, str]) -> Path:
+    """Take this node's snapshot and write it to ``out_dir/<label>-<host>.json`` (shared filesystem)."""
+    from clusteraccept.redact import redact_evidence
+
+    node_rails = json.loads(rails_file.read_text())
+    ev = snapshot(list(node_rails.get(runner.hostname(), [])), 30.0, {**meta, "snapshot": label})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{slug(label)}-{slug(ev.host)}.json"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(redact_evidence(ev).to_dict()))
+    tmp.replace(path)  # the driver never reads half a file
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m clusteraccept.probes.counters")
+    ap.add_argument("--rails", required=True, type=Path, help="JSON: node -> rails (probe_options)")
+    ap.add_argument("--out", required=True, type=Path, help="directory on the shared filesystem")
+    ap.add_argument("--label", required=True, help="snapshot label, e.g. s003")
+    ap.add_argument("--meta", default="{}", help="JSON object of labels for the evidence")
+    args = ap.parse_args(argv)
+    snapshot_to(args.out, args.rails, args.label, {str(k): str(v) for k, v in json.loads(args.meta).items()})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

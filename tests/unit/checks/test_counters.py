@@ -1,0 +1,148 @@
+"""Counter deltas around traffic, end to end in-process: simulated host profiles -> a traffic step bumps
+their counters (sim/traffic.py) -> probes/counters.py snapshots -> checks/counters.py verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept.checks import counters, nccl
+from clusteraccept.evidence import Evidence
+from clusteraccept.probes import counters as probe
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.session import probe_options
+from clusteraccept.sim.hosts import build_profiles
+from clusteraccept.sim.traffic import bump
+from clusteraccept.site import Site, parse_site
+
+CONFIGS = REPO_ROOT / "site-configs"
+Archived = tuple[Evidence, str]
+
+
+def site(name: str, faults: list[dict[str, Any]]) -> Site:
+    data = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    data["sim"] = {"faults": faults}
+    return parse_site(CONFIGS / f"{name}.yaml", data)
+
+
+class Nodes:
+    """The site's simulated nodes under ``tmp``: snapshot them, run traffic between them."""
+
+    def __init__(self, s: Site, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.site, self.root, self.mp = s, tmp / "hosts", monkeypatch
+        build_profiles(s, self.root)
+        monkeypatch.setenv("CLUSTERACCEPT_HOST_PROFILE", str(self.root))
+        self.rails = probe_options(s)["node_rails"]
+        self.seq = 0
+        self.snaps: list[Archived] = []
+
+    def snapshot(self, after: str = "", during: dict[str, str] | None = None) -> None:
+        assert isinstance(self.rails, dict)
+        for node in self.site.nodes:
+            self.mp.setenv("CLUSTERACCEPT_HOSTNAME", node)
+            meta = {"window": "traffic", "campaign": "c", "seq": str(self.seq), "after_round": after}
+            ev = probe.snapshot(self.rails[node], 10.0, {**meta, "during": (during or {}).get(node, "")})
+            self.snaps.append((ev, f"raw/nccl/{node}/counters_c-s{self.seq:03d}.json"))
+        self.seq += 1
+
+    def pair_round(self, a: str, b: str, rails: list[int], label: str) -> None:
+        hcas = [r.hca for r in self.site.node_type(a).rails if r.index in rails]
+        bump(self.root, [a, b], hcas)
+        during = "|".join(f"sendrecv:{a}-{b}:rail{k}" for k in rails)
+        self.snapshot(label, {a: during, b: during})
+
+    def of(self, node: str) -> list[Archived]:
+        return [x for x in self.snaps if x[0].host == node]
+
+
+def one(verdicts: list[Verdict], subject: str) -> Verdict:
+    return next(v for v in verdicts if v.subject == subject)
+
+
+def test_link_errors_fail_only_the_faulty_rail_and_name_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = site("demo", [{"kind": "link_errors", "node": "node2", "rail": 1, "count": 25}])
+    n = Nodes(s, tmp_path, monkeypatch)
+    n.snapshot()
+    n.pair_round("node1", "node2", list(range(8)), "sendrecv pairs 1")
+    n.pair_round("node2", "node3", [1], "sendrecv pairs 2")
+    verdicts = nccl.link_error_verdicts(s, n.snaps, s.nodes)
+    bad = [v for v in verdicts if v.outcome is not Outcome.PASS]
+    assert [v.subject for v in bad] == ["node2:rail1"]
+    assert bad[0].outcome is Outcome.FAIL and bad[0].value == 2 * (25 + 5)
+    assert bad[0].message.startswith(
+        "node2 rail1 (mlx5_1 port 1): error counters rose while traffic ran, in 2 of 2 intervals: "
+        "symbol_error +25, "
+        "port_rcv_errors +5 during sendrecv:node1-node2:rail1 (round 'sendrecv pairs 1'); "
+        "symbol_error +25, port_rcv_errors +5 during sendrecv:node2-node3:rail1 (round 'sendrecv pairs 2'); "
+        "whatever the bandwidth"
+    )
+    # the partner's end of the same cable counts nothing: the errors are on node2's receive side
+    assert one(verdicts, "node1:rail1").outcome is Outcome.PASS
+    assert one(verdicts, "node1:rail1").message == (
+        "node1 rail1 (mlx5_1 port 1): no error counter rose over 2 traffic intervals (137.4 GB moved)"
+    )
+
+
+def test_link_errors_skip_error_and_gaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = site("demo", [])
+    n = Nodes(s, tmp_path, monkeypatch)
+    none = nccl.link_error_verdicts(s, [], s.nodes)
+    assert {v.outcome for v in none} == {Outcome.SKIP}
+    assert none[0].message == "no traffic test with counter snapshots in this run"
+    n.snapshot()
+    n.pair_round("node1", "node2", [0], "r1")
+    # a counter reset between two snapshots is no evidence either way: ERROR, named
+    ev, path = n.of("node1")[1]
+    back = ev.stdout.replace("symbol_error: 0", "symbol_error: 7")
+    older = (ev.__class__(**{**n.of("node1")[0][0].to_dict(), "stdout": back}), n.of("node1")[0][1])
+    v = one(nccl.link_error_verdicts(s, [older, (ev, path)], ["node1"]), "node1:rail0")
+    assert v.outcome is Outcome.ERROR and "went backwards between snapshots (symbol_error)" in v.message
+    # snapshot 1 missing: the interval 0..2 is not judged (its rounds are named as unjudged)
+    n.pair_round("node1", "node2", [0], "r2")
+    ivs, problems = counters.intervals([n.of("node1")[0], n.of("node1")[2]])
+    assert ivs == [] and problems == ["c: snapshots 1..1 missing (their rounds unjudged)"]
+    garbage = (Evidence("node1", "counters", stdout="nonsense\n", meta={"seq": "0"}), "raw/x.json")
+    _, problems = counters.intervals([garbage])
+    assert problems == [
+        "could not parse counter snapshot raw/x.json: line 1: expected '## rail ...' before any counter, "
+        "got 'nonsense'"
+    ]
+    v = one(nccl.link_error_verdicts(s, [garbage], ["node1"]), "node1:rail0")
+    assert v.outcome is Outcome.ERROR and v.message.startswith("could not parse counter snapshot raw/x.json")
+
+
+def test_roce_traffic_on_the_wrong_priority_and_drops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = site(
+        "demo-roce", [{"kind": "trust_pcp", "node": "node1"}, {"kind": "pfc_wrong_prio", "node": "node3"}]
+    )
+    assert s.roce is not None
+    n = Nodes(s, tmp_path, monkeypatch)
+    n.snapshot()
+    n.pair_round("node1", "node2", list(range(8)), "pairs 1")
+    n.pair_round("node3", "node4", list(range(8)), "pairs 2")
+
+    def judge(node: str) -> Verdict:
+        return counters.roce_counters(s.roce, f"{node} rail0", 0, f"{node}:rail0", n.of(node))  # type: ignore[arg-type]
+
+    v = judge("node1")
+    assert v.outcome is Outcome.FAIL and v.message.startswith(
+        "node1 rail0: only 0% of the port's bytes travelled on the lossless priority 3 while the campaign "
+        "ran (RoCE classified onto another priority: trust/DSCP map) | rx_discards_phy (the port dropped "
+        "for lack of buffers): +37 in 1 of 2 intervals, first during sendrecv:node1-node2:rail0 "
+        "(round 'pairs 1')"
+    )
+    v = judge("node3")  # PFC on 4, traffic on 3: drops, and no pause on the (unused) priority 4
+    assert v.outcome is Outcome.FAIL and "only" not in v.message and "rx_discards_phy" in v.message
+    healthy = judge("node2")
+    assert healthy.outcome is Outcome.PASS and healthy.message.startswith(
+        "node2 rail0: no pause frames off priority 3, no discards over 2 traffic intervals, 100% of bytes on "
+        "priority 3 (pause on priority 3: +270, np_cnp_sent +40, rp_cnp_handled +38)"
+    )

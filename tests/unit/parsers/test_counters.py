@@ -1,0 +1,102 @@
+"""Counter snapshot parser (probes/counters.py's sectioned text) and its per-rail delta. The ethtool part is
+a real mlx5 listing (tests/data/ethtool-stats/SOURCES.md); the layout around it is this project's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_error, truncations
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clusteraccept import parsers
+from clusteraccept.parsers.counters import delta, parse
+
+ETHTOOL = (
+    Path(__file__).parents[2] / "data" / "ethtool-stats" / "mlx5_core-cx4-kernel4.15-ethq.txt"
+).read_text()
+IB = """## rail 0 hca mlx5_0 port 1 netdev -
+### link_layer
+InfiniBand
+### ib-counters /sys/class/infiniband/mlx5_0/ports/1/counters
+symbol_error: 0
+link_downed: 1
+port_rcv_errors: 3
+port_xmit_data: 123456789
+"""
+ROCE = """## rail 3 hca mlx5_3 port 1 netdev eth3
+### link_layer
+Ethernet
+### ib-counters /sys/class/infiniband/mlx5_3/ports/1/counters
+port_rcv_errors: 0
+### ethtool-stats rc=0
+NIC statistics:
+{ethtool}### hw-counters /sys/class/infiniband/mlx5_3/ports/1/hw_counters
+np_cnp_sent: 12
+### unreadable
+/sys/class/infiniband/mlx5_3/ports/1/hw_counters/rp_cnp_handled: No such file or directory
+""".replace("{ethtool}", "".join(f"     {ln.strip()}\n" for ln in ETHTOOL.splitlines()))
+
+
+def test_registered() -> None:
+    assert parsers.get("counters") is parse
+
+
+def test_ib_and_roce_rails() -> None:
+    snap = parse(IB + ROCE)
+    ib, roce = snap.rails[0], snap.rails[3]
+    assert (ib.hca, ib.port, ib.netdev, ib.link_layer) == ("mlx5_0", 1, None, "InfiniBand")
+    assert ib.ib == {"symbol_error": 0, "link_downed": 1, "port_rcv_errors": 3, "port_xmit_data": 123456789}
+    assert ib.ethtool is None and ib.hw == {} and ib.unreadable == ()
+    assert (roce.netdev, roce.link_layer, roce.hw) == ("eth3", "Ethernet", {"np_cnp_sent": 12})
+    assert roce.ethtool is not None and len(roce.ethtool.counters) == 751
+    assert roce.ethtool.rx_prio_packets(0) == 845715962
+    assert roce.unreadable == (
+        "/sys/class/infiniband/mlx5_3/ports/1/hw_counters/rp_cnp_handled: No such file or directory",
+    )
+
+
+def test_delta_names_what_went_backwards() -> None:
+    before = parse(IB).rails[0]
+    after = parse(
+        IB.replace("port_rcv_errors: 3", "port_rcv_errors: 9").replace("link_downed: 1", "link_downed: 0")
+    )
+    d = delta(before, after.rails[0])
+    assert d.ib == {"symbol_error": 0, "port_rcv_errors": 6, "port_xmit_data": 0}
+    assert d.went_backwards == ("link_downed",) and d.ethtool is None
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("symbol_error: 0\n", 1),
+        ("## rail x hca mlx5_0 port 1 netdev -\n", 1),
+        (IB.replace("### link_layer", "### what"), 2),
+        (IB + "port_rcv_errors: 4\n", 9),
+        (IB.replace("link_downed: 1", "link_downed: one"), 6),
+        (IB + "### link_layer\n", 9),
+        (IB + IB, 9),
+    ],
+)
+def test_nonsense_raises_with_line(text: str, line: int) -> None:
+    assert_parse_error_at(parse, text, line)
+
+
+def test_ethtool_error_names_the_snapshot_line() -> None:
+    text = ROCE.replace("rx_packets: 845320277", "rx_packets: many")
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "rx_packets: many" in ln)
+    assert line > 6
+    assert_parse_error_at(parse, text, line)
+
+
+@FUZZ
+@given(st.text())
+def test_fuzz_random_text(text: str) -> None:
+    parses_or_parse_error(parse, text)
+
+
+@FUZZ
+@given(truncations([IB + ROCE]), mutations([IB + ROCE]))
+def test_fuzz_truncated_and_mutated(truncated: str, mutated: str) -> None:
+    parses_or_parse_error(parse, truncated, mutated)
