@@ -95,7 +95,7 @@ def _snapshot(
     label = f"{job.name}-s{seq:03d}"
     meta = {"check": "nccl", "window": "traffic", "campaign": job.name, "seq": str(seq)}
     out_dir = spool / "counters"
-    rails_file = spool / "counters-rails.json"
+    rails_file = spool / "meta" / "node-rails.json"  # not a step result: not beside them
     if local:  # every node is this machine: one snapshot per simulated node, in turn
         import os
 
@@ -146,7 +146,8 @@ def drive_campaign(
         spool_dir.mkdir(parents=True, exist_ok=True)
     counting = bool(snap and (snap.get("argv") or local) and spool_dir)
     if counting and snap and spool_dir:
-        (spool_dir / "counters-rails.json").write_text(json.dumps(snap["rails"]))
+        (spool_dir / "meta").mkdir(exist_ok=True)
+        (spool_dir / "meta" / "node-rails.json").write_text(json.dumps(snap["rails"]))
         results += _snapshot(job, snap, spool_dir, 0, None, local)
     for seq, rnd in enumerate(job.rounds, 1):
         t0 = time.monotonic()

@@ -401,7 +401,7 @@ def _read_spool(spool: Path | None) -> list[Evidence]:
     import json
 
     files = [*sorted(spool.glob("*.json")), *sorted((spool / "counters").glob("*.json"))]
-    return [Evidence.from_dict(json.loads(f.read_text())) for f in files if f.name != "counters-rails.json"]
+    return [Evidence.from_dict(json.loads(f.read_text())) for f in files]
 
 
 def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, object]]]:

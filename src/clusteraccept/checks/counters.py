@@ -128,6 +128,9 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
         return bad
     missing = [n for n in IB_ERRORS if all(n not in i.rails[rail].ib for i in used)]
     if len(missing) == len(IB_ERRORS):
+        if used[-1].rails[rail].link_layer == "Ethernet":  # RoCE: the driver may expose no PMA counters
+            why = f"{where}: no IB PMA error counters on this RoCE port (roce.counters judges its ethtool -S)"
+            return skip(check, "nccl", subject, why, _paths(used))
         return error(
             check, "nccl", subject, f"{where}: no IB port counter readable in the snapshots", _paths(used)
         )

@@ -45,6 +45,7 @@ class RailDelta:
     hw: dict[str, int] = field(hash=False)
     ethtool: ethtool_stats.CounterDelta | None = field(hash=False)
     went_backwards: tuple[str, ...] = ()
+    link_layer: str | None = None  # as the later snapshot read it
 
 
 def _values(lines: list[tuple[int, str]]) -> dict[str, int]:
@@ -137,4 +138,4 @@ def delta(before: RailCounters, after: RailCounters) -> RailDelta:
     if before.ethtool is not None and after.ethtool is not None:
         eth = ethtool_stats.delta(before.ethtool, after.ethtool)
         back += list(eth.went_backwards)
-    return RailDelta(ib, hw, eth, tuple(sorted(back)))
+    return RailDelta(ib, hw, eth, tuple(sorted(back)), after.link_layer)

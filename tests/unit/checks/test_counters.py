@@ -146,3 +146,18 @@ def test_roce_traffic_on_the_wrong_priority_and_drops(
         "node2 rail0: no pause frames off priority 3, no discards over 2 traffic intervals, 100% of bytes on "
         "priority 3 (pause on priority 3: +270, np_cnp_sent +40, rp_cnp_handled +38)"
     )
+
+
+def test_ports_without_pma_counters() -> None:
+    def snap(seq: int, layer: str) -> Archived:
+        text = f"## rail 0 hca mlx5_0 port 1 netdev eth0\n### link_layer\n{layer}\n### ib-counters /x\n"
+        meta = {"campaign": "c", "seq": str(seq), "window": "traffic"}
+        return Evidence("node1", "counters", stdout=text, meta=meta), f"raw/s{seq}.json"
+
+    for layer, outcome, start in (
+        ("Ethernet", Outcome.SKIP, "node1 rail0: no IB PMA error counters on this RoCE port"),
+        ("InfiniBand", Outcome.ERROR, "node1 rail0: no IB port counter readable in the snapshots"),
+    ):
+        ivs, problems = counters.intervals([snap(0, layer), snap(1, layer)])
+        v = counters.link_errors("node1 rail0", 0, "node1:rail0", ivs, problems)
+        assert v.outcome is outcome and v.message.startswith(start), v
