@@ -168,6 +168,31 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
     assert "0 to undrain" in undo.stdout and "not newer than the drain" in undo.stdout, undo.stdout
     assert states(vcluster)["node3"].drained
 
+    # Both repaired (faults gone) and returned to service by the admin: night 3, --only-due, tests node3
+    # (failed, then drained by clusteraccept) and node1 (failed), their pairs and blocks, nothing else.
+    write_site(vcluster, tmp_path, [])
+    for node in ("node1", "node3"):
+        slurm(vcluster, "scontrol", "update", f"NodeName={node}", "State=RESUME")
+    third = subprocess.run(
+        [PY, "-m", "clusteraccept", "nightly", "--site", str(site), "--only-due"],
+        capture_output=True, text=True, cwd=REPO, timeout=900, check=False,
+    )  # fmt: skip
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-2000:]
+    run3 = next(p for p in runs(tmp_path / "reports") if p not in (run1, run2))
+    results = json.loads((run3 / "results.json").read_text())
+    assert results["scope"]["only_due"] and results["scope"]["nodes"] == ["node1", "node3"], results["scope"]
+    steps = {s for cj in results["plan"]["campaign_jobs"] for r in cj["rounds"] for s in r["steps"]}
+    # their intra-node runs, every pair (all rails) with one of them, their blocks; no whole-set step
+    assert steps and all(
+        "node1" in s or "node3" in s or s in ("all_reduce:leaf1", "all_reduce:leaf2") for s in steps
+    ), steps
+    assert {"all_reduce:node1", "all_reduce:node3"} <= steps and "all_reduce:node2" not in steps, steps
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    assert not [v for v in results["verdicts"] if v["outcome"] in ("fail", "error")]
+    assert banner(results).verdict == "INCOMPLETE"  # not a full acceptance, and nothing failed
+    summary = (tmp_path / "summary.txt").read_text()
+    assert ": OK: " in summary and "only due: 2 node(s)" in summary, summary
+
 
 def test_scrontab_accepts_the_rendered_file(vcluster: Any, tmp_path: Path) -> None:
     """Only where this Slurm has the scrontab client and ScronParameters=enable (Debian 12's 22.05 has
