@@ -21,7 +21,8 @@ import hostlist
 
 from clusteraccept.render import render_argv
 from clusteraccept.schema import format_size
-from clusteraccept.site import Nccl, Site
+from clusteraccept.site import Site
+from clusteraccept.site_settings import Nccl
 
 NODE_FAMILIES = ("topology", "gpudirect", "roce", "sharp")
 

@@ -19,7 +19,9 @@ from clusteraccept.checks import counters
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import dcb, mlnx_qos, roce_sysfs, show_gids
-from clusteraccept.site import Rail, Roce, Site
+from clusteraccept.site import Site
+from clusteraccept.site_nodes import Rail
+from clusteraccept.site_settings import Roce
 from clusteraccept.subjects import rail_subject
 
 FAMILY = "roce"

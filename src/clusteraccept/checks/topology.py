@@ -23,7 +23,8 @@ from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.checks.hostfacts import NodeEvidence, by_node, gpu_addresses, parsed
 from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
 from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
-from clusteraccept.site import Rail, Site
+from clusteraccept.site import Site
+from clusteraccept.site_nodes import Rail
 from clusteraccept.subjects import gpu_subject, rail_subject
 
 FAMILY = "topology"
