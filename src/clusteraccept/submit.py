@@ -221,7 +221,7 @@ class JobLayer:
 
     def submit_campaign(self, job: CampaignJob) -> None:
         from clusteraccept.driver import drive_campaign
-        from clusteraccept.plan import counters_argv
+        from clusteraccept.step_argv import counters_argv
 
         params = slurm_parameters(
             self.site,
