@@ -27,7 +27,7 @@ def _site(name: str) -> Site:
     if site.slurm.slurm_conf:
         os.environ["SLURM_CONF"] = site.slurm.slurm_conf  # every Slurm client reads it (no configless DNS)
     if site.blocks_from_slurm:
-        from clusteraccept.submit import slurm_blocks
+        from clusteraccept.slurm_commands import slurm_blocks
 
         site = dataclasses.replace(site, blocks=slurm_blocks(site))
     return site

@@ -132,7 +132,7 @@ def drive_campaign(
 
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
     killed half-way still leaves the evidence of the steps it finished. With ``snap`` (``argv``: the srun
-    of plan.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node are
+    of step_argv.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node are
     snapshotted before the first round and after each one (rounds are matchings, so each node's delta
     over a round belongs to the one step it was in).
     """

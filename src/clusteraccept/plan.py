@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import random
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
-import hostlist
-
-from clusteraccept.render import render_argv
+from clusteraccept.pairs import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.schema import format_size
-from clusteraccept.site import Nccl, Site
+from clusteraccept.site import Site
+from clusteraccept.step_argv import argv_shape, binary_of, nodelist, tool_of
 
 NODE_FAMILIES = ("topology", "gpudirect", "roce", "sharp")
 
@@ -52,7 +48,7 @@ class Step:
     def argv(self) -> tuple[str, ...]:
         argv = list(self.shape)
         if self.node_pos >= 0:
-            argv[self.node_pos] = _nodelist(self.nodes)
+            argv[self.node_pos] = nodelist(self.nodes)
         for pos, (k, v) in zip(self.env_pos, self.env, strict=True):
             argv[pos] = f"{k}={v}"
         return tuple(argv)
@@ -106,109 +102,6 @@ class Plan:
         return tuple(s for j in self.campaign_jobs for r in j.rounds for s in r.steps)
 
 
-def circle_rounds(nodes: Sequence[str]) -> list[list[tuple[str, str]]]:
-    """Round-robin perfect matchings: n-1 rounds (n even) or n rounds with one bye each (n odd).
-
-    Every pair appears in exactly one round and no node twice in a round.
-    """
-    players: list[str | None] = list(nodes)
-    if len(players) < 2:
-        return []
-    if len(players) % 2:
-        players.append(None)  # the bye
-    n = len(players)
-    order = {name: i for i, name in enumerate(nodes)}
-    rounds: list[list[tuple[str, str]]] = []
-    for _ in range(n - 1):
-        pairs = []
-        for i in range(n // 2):
-            a, b = players[i], players[n - 1 - i]
-            if a is not None and b is not None:
-                pairs.append((a, b) if order[a] < order[b] else (b, a))
-        rounds.append(pairs)
-        players = [players[0], players[-1], *players[1:-1]]  # fix the first, rotate the rest
-    return rounds
-
-
-def cross_block_pairs(blocks: dict[str, tuple[str, ...]], partners: int, seed: int) -> list[tuple[str, str]]:
-    """Each node with ``partners`` random nodes of other blocks (seeded, deterministic); no pair twice."""
-    rng = random.Random(seed)
-    order = {n: i for i, n in enumerate(n for members in blocks.values() for n in members)}
-    pairs: set[tuple[str, str]] = set()
-    for name, members in blocks.items():
-        others = sorted(n for b, m in blocks.items() if b != name for n in m)
-        if not others:
-            continue
-        for node in members:
-            for partner in rng.sample(others, min(partners, len(others))):
-                pairs.add((node, partner) if order[node] < order[partner] else (partner, node))
-    return sorted(pairs, key=lambda p: (order[p[0]], order[p[1]]))
-
-
-def greedy_matchings(pairs: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
-    """Pack arbitrary pairs into rounds in which no node appears twice (first-fit)."""
-    rounds: list[tuple[list[tuple[str, str]], set[str]]] = []
-    for a, b in pairs:
-        for members, busy in rounds:
-            if a not in busy and b not in busy:
-                members.append((a, b))
-                busy.update((a, b))
-                break
-        else:
-            rounds.append(([(a, b)], {a, b}))
-    return [members for members, _ in rounds]
-
-
-def tool_of(site: Site) -> str:
-    """What measures the collectives: nccl-tests, or the PyTorch NCCL fallback where the site has no
-    nccl-tests binaries and asks for it (``nccl.fallback: torch``)."""
-    fallback = site.tools.nccl_tests_bin is None and site.nccl.fallback == "torch"
-    return "torch-nccl" if fallback else "nccl-tests"
-
-
-def _bin(site: Site, collective: str) -> tuple[str, ...]:
-    """The command before the nccl-tests flags (the fallback takes the same flags: probes/torch_nccl.py)."""
-    if tool_of(site) == "torch-nccl":
-        python = site.slurm.python or sys.executable
-        return (python, "-m", "clusteraccept.probes.torch_nccl", "--collective", collective)
-    bin_dir = (site.tools.nccl_tests_bin or "nccl-tests-bin-not-configured").rstrip("/")
-    return (f"{bin_dir}/{collective}_perf",)
-
-
-def _nodelist(nodes: tuple[str, ...]) -> str:
-    """``a,b`` for a pair; a compressed hostlist (``node[001-128]``) for more (short at any scale)."""
-    return ",".join(nodes) if len(nodes) <= 2 else str(hostlist.collect_hostlist(list(nodes)))
-
-
-@lru_cache(maxsize=256)
-def _argv_shape(
-    binary: tuple[str, ...], n_env: int, n_nodes: int, tasks_per_node: int, nccl: Nccl, step_time_min: int
-) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
-    """The step's argv rendered once per shape, with sentinels where per-step values go, and their positions.
-
-    Rendering the jinja template for each of 500,000 steps of a 4,096-node campaign costs minutes; the
-    sentinels are replaced in the split argv (raw strings, so no quoting is involved).
-    """
-    env = {f"@@K{i}@@": f"@@V{i}@@" for i in range(n_env)}
-    argv = render_argv(
-        "srun_step.j2",
-        nodes=("x",) * n_nodes,
-        nodelist="@@NODELIST@@",
-        env=env,
-        ntasks=n_nodes * tasks_per_node,
-        ntasks_per_node=tasks_per_node,
-        step_time_min=step_time_min,
-        binary=binary,
-        min_bytes=nccl.min_bytes,
-        max_bytes=nccl.max_bytes,
-        step_factor=nccl.step_factor,
-        iters=nccl.iters,
-        warmup_iters=nccl.warmup_iters,
-    )
-    env_pos = tuple(argv.index(f"@@K{i}@@=@@V{i}@@") for i in range(n_env))
-    return argv, argv.index("@@NODELIST@@"), env_pos
-
-
 def _step(
     site: Site,
     *,
@@ -223,8 +116,8 @@ def _step(
     family: str = "nccl",
     variant: str = "",
 ) -> Step:
-    shape, node_pos, env_pos = _argv_shape(
-        _bin(site, collective),
+    shape, node_pos, env_pos = argv_shape(
+        binary_of(site, collective),
         len(env),
         len(nodes),
         tasks_per_node,
@@ -274,8 +167,8 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
 def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
-    shape, node_pos, env_pos = _argv_shape(
-        _bin(site, collective), 3, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
+    shape, node_pos, env_pos = argv_shape(
+        binary_of(site, collective), 3, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
     )
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
@@ -382,14 +275,6 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))
 
 
-def counters_argv(site: Site, nodes: tuple[str, ...]) -> tuple[str, ...]:
-    """The srun step that snapshots the port counters of ``nodes`` (none when the site has no rails)."""
-    if not any(site.node_type(n).rails for n in nodes):
-        return ()
-    python = site.slurm.python or sys.executable  # as submit.python_of: the nodes' interpreter
-    return render_argv("counters_step.j2", nodes=nodes, nodelist=_nodelist(nodes), python=python)
-
-
 def make_plan(
     site: Site,
     blocks: dict[str, tuple[str, ...]] | None = None,
@@ -446,4 +331,16 @@ def describe(plan: Plan) -> dict[str, object]:
     }
 
 
-__all__ = ["CampaignJob", "Plan", "ProbeJob", "Round", "Step", "format_size", "make_plan"]
+__all__ = [
+    "CampaignJob",
+    "Plan",
+    "ProbeJob",
+    "Round",
+    "Step",
+    "circle_rounds",
+    "cross_block_pairs",
+    "format_size",
+    "greedy_matchings",
+    "make_plan",
+    "tool_of",
+]

@@ -153,7 +153,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import dataclasses
 
         from clusteraccept.errors import SubmitError
-        from clusteraccept.submit import slurm_blocks
+        from clusteraccept.slurm_commands import slurm_blocks
 
         try:
             state.site = dataclasses.replace(state.site, blocks=slurm_blocks(state.site))

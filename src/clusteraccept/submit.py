@@ -13,7 +13,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +27,11 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.plan import CampaignJob, ProbeJob
 from clusteraccept.render import render
 from clusteraccept.site import Site
+from clusteraccept.slurm_commands import FINAL_STATES, sacct_state
+from clusteraccept.slurm_commands import slurm_blocks as slurm_blocks  # re-exported: tests import it here
+from clusteraccept.spool import mark_killed, read_spool
 
-# Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
-FINAL_STATES = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-    "REVOKED",
-}
+_mark_killed = mark_killed  # its name before it moved to spool.py: tests import it from here
 GRACE_S = 120.0
 
 
@@ -221,7 +212,7 @@ class JobLayer:
 
     def submit_campaign(self, job: CampaignJob) -> None:
         from clusteraccept.driver import drive_campaign
-        from clusteraccept.plan import counters_argv
+        from clusteraccept.step_argv import counters_argv
 
         params = slurm_parameters(
             self.site,
@@ -321,8 +312,8 @@ class JobLayer:
                 evidence.extend(p.job.result())
             except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
                 errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-                evidence.extend(_read_spool(p.spool))
-            evidence = _mark_killed(evidence, state)
+                evidence.extend(read_spool(p.spool))
+            evidence = mark_killed(evidence, state)
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
         msg = f"Slurm job {job_id} ended {state}"
@@ -333,34 +324,11 @@ class JobLayer:
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
 
 
-def _mark_killed(evidence: list[Evidence], state: str) -> list[Evidence]:
-    """Steps that did not exit 0 in a campaign Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED,
-    our own WAIT_TIMEOUT...) carry ``killed_with_job=<state>``: their failure says what happened to the job,
-    not to the hardware, so the judge reports them as not tested (ERROR) and ``--resume`` reruns them."""
-    if state.split(" ")[0] in ("COMPLETED", "FINISHED", "DONE"):
-        return evidence
-    return [
-        replace(ev, meta={**ev.meta, "killed_with_job": state.split(" ")[0]})
-        if "collective" in ev.meta and ev.returncode != 0
-        else ev
-        for ev in evidence
-    ]
-
-
 def _job_done(job: Any) -> bool:
     try:
         return bool(job.done())
     except Exception:  # submitit raises various errors while sacct lags; treat as not done yet
         return False
-
-
-def _sacct_state(job_id: str) -> str:
-    """The allocation's own state (sacct -X: the job record, not its steps), e.g. TIMEOUT."""
-    from clusteraccept import runner
-
-    ev = runner.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout_s=30, source="sacct")
-    line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
-    return line.split()[0]  # "CANCELLED by 0" -> CANCELLED
 
 
 def _final_state(job: Any, settle_s: float = 15.0) -> str:
@@ -371,7 +339,7 @@ def _final_state(job: Any, settle_s: float = 15.0) -> str:
     is_slurm = type(job).__name__ == "SlurmJob"
 
     def state_now() -> str:
-        return _sacct_state(job_id) if is_slurm and job_id.isdigit() else _job_state(job)
+        return sacct_state(job_id) if is_slurm and job_id.isdigit() else _job_state(job)
 
     state = state_now()
     while state not in FINAL_STATES and state not in ("FINISHED", "DONE") and time.monotonic() < deadline:
@@ -394,49 +362,9 @@ def _cancel(job: Any) -> None:
         job.cancel(check=False)
 
 
-def _read_spool(spool: Path | None) -> list[Evidence]:
-    """What a killed campaign left: its finished steps and its counter snapshots (driver.py)."""
-    if spool is None or not spool.is_dir():
-        return []
-    import json
-
-    files = [*sorted(spool.glob("*.json")), *sorted((spool / "counters").glob("*.json"))]
-    return [Evidence.from_dict(json.loads(f.read_text())) for f in files]
-
-
 def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, object]]]:
     """What node-side probes need to know of each node's rails (plain data: it is pickled to the nodes)."""
     return {
         n: [{"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev} for r in site.node_type(n).rails]
         for n in nodes
     }
-
-
-def slurm_env() -> dict[str, str]:
-    """Client environment for Slurm commands; SLURM_CONF must be set (else clients do DNS SRV look-ups)."""
-    return {k: v for k, v in os.environ.items() if k == "SLURM_CONF"}
-
-
-def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
-    """The site's blocks as Slurm knows them (``blocks: slurm``): ``scontrol show topology`` (topology/tree
-    leaf switches or topology/block blocks), restricted to the site's nodes; nodes in no block form "rest"."""
-    from clusteraccept import runner
-    from clusteraccept.errors import ParseError
-    from clusteraccept.parsers import scontrol_topology
-
-    ev = runner.run(["scontrol", "show", "topology"], timeout_s=30, source="scontrol-topology")
-    if not ev.ok:
-        why = (ev.stderr or "no output").strip()
-        raise SubmitError(f"blocks: slurm needs `scontrol show topology`: {why}")
-    try:
-        topo = scontrol_topology.parse(ev.stdout)
-    except ParseError as exc:
-        raise SubmitError(f"scontrol show topology: {exc}") from None
-    wanted = set(site.nodes)
-    blocks = {name: tuple(n for n in nodes if n in wanted) for name, nodes in topo.blocks.items()}
-    blocks = {name: nodes for name, nodes in blocks.items() if nodes}
-    placed = {n for nodes in blocks.values() for n in nodes}
-    rest = tuple(n for n in site.nodes if n not in placed)
-    if rest:
-        blocks["rest"] = rest
-    return blocks

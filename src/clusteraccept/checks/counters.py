@@ -27,7 +27,7 @@ from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import counters as pc
 from clusteraccept.probes.counters import IB_ERRORS
-from clusteraccept.site import Roce
+from clusteraccept.site_settings import Roce
 
 Archived = tuple[Evidence, str]
 MIN_TRAFFIC_B = 1 << 20  # below this a window carried no RoCE traffic worth a per-priority share

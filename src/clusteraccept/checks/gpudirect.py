@@ -23,8 +23,15 @@ from typing import Any
 
 from clusteraccept.baselines import Verdict, error, expect, lookup, skip
 from clusteraccept.baselines import judge as judge_value
-from clusteraccept.checks.hostfacts import NodeEvidence, failure, gpu_addresses, last_line, parsed
-from clusteraccept.checks.topology import every_subject, judge_nodes
+from clusteraccept.checks.hostfacts import (
+    NodeEvidence,
+    every_subject,
+    failure,
+    gpu_addresses,
+    judge_nodes,
+    last_line,
+    parsed,
+)
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
 from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES

@@ -2,7 +2,8 @@
 
 Shared by checks/topology.py and checks/gpudirect.py: file reads by path, sysfs listings and links
 (probes/topology.py ``listing``/``resolved``), commands by source, the GPU index -> PCI address map of
-``nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader``.
+``nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader``, PCI devices through their sysfs
+links (``Pci``), and the per-node frame of both judges (``judge_nodes``, ``every_subject``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from clusteraccept.baselines import Verdict
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers.lspci import normalize_bdf
+from clusteraccept.site import Site
+from clusteraccept.subjects import gpu_subject, rail_subject
 
 T = TypeVar("T")
 Item = tuple[Evidence, str]
@@ -134,3 +138,68 @@ def by_node(evidence: Sequence[tuple[Any, str]]) -> dict[str, NodeEvidence]:
         if isinstance(ev, Evidence):
             grouped[ev.host].append((ev, path))
     return {host: NodeEvidence(items) for host, items in grouped.items()}
+
+
+def int_or_none(text: str | None) -> int | None:
+    """A sysfs attribute's integer (``numa_node``, ``current_link_width``); None when absent or not one."""
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
+
+
+class Pci:
+    """One PCI device as the probe read it through a sysfs link (``/sys/bus/pci/devices/<bdf>``)."""
+
+    def __init__(self, ne: NodeEvidence, link: str) -> None:
+        self.ne, self.link = ne, link
+        self.path = ne.link(link)
+        self.bdf = self.path.rsplit("/", 1)[-1] if self.path else link.rsplit("/", 1)[-1]
+
+    def attr(self, name: str) -> str | None:
+        return self.ne.text(f"{self.link}/{name}")
+
+    def numa(self) -> int | None:
+        """The sysfs NUMA node; None for -1 ("no NUMA information") or when unreadable."""
+        n = int_or_none(self.attr("numa_node"))
+        return None if n is None or n < 0 else n
+
+    def parent_attr(self, name: str) -> str | None:
+        if not self.path:
+            return None
+        return self.ne.text(f"{self.path.rsplit('/', 1)[0]}/{name}")
+
+    def evidence(self, *names: str) -> tuple[str, ...]:
+        paths = [self.link, *(f"{self.link}/{n}" for n in names)]
+        return tuple(p for p in (self.ne.archived(x) for x in paths) if p)
+
+
+def every_subject(
+    site: Site, node: str, per_node: Sequence[str], per_gpu: Sequence[str], per_rail: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(check, subject) for every check of a family on ``node``."""
+    nt = site.node_type(node)
+    out = [(c, node) for c in per_node]
+    out += [(c, gpu_subject(node, k)) for k in range(nt.gpus) for c in per_gpu]
+    return out + [(c, rail_subject(node, r.index)) for r in nt.rails for c in per_rail]
+
+
+def judge_nodes(
+    site: Site,
+    evidence: Sequence[tuple[Any, str]],
+    nodes: Sequence[str],
+    family: str,
+    per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
+    missing: Callable[[Site, str, str], list[Verdict]],
+) -> list[Verdict]:
+    """Run ``per_node`` on each node's evidence; nodes without any get ERROR on every subject."""
+    grouped = by_node(evidence)
+    out: list[Verdict] = []
+    for node in nodes:
+        ne = grouped.get(node)
+        out += (
+            per_node(site, node, ne)
+            if ne
+            else missing(site, node, f"{node}: no {family} evidence came back from this node")
+        )
+    return out

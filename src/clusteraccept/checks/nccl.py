@@ -58,7 +58,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     meta = ev.meta
     subject = f"{meta['subject']}:{meta['collective']}"
     evid = (path,)
-    if meta.get("killed_with_job") and ev.returncode != 0:  # submit._mark_killed
+    if meta.get("killed_with_job") and ev.returncode != 0:  # spool.mark_killed
         return [
             error(
                 "nccl.launch",

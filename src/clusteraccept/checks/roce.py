@@ -12,155 +12,49 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.checks import counters
+from clusteraccept.checks.roce_evidence import (
+    Archived,
+    RailEvidence,
+    Unavailable,
+    file_outcome,
+    optional_sysfs,
+    read_qos,
+    read_sysfs,
+    tail,
+    unparsable,
+)
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
-from clusteraccept.parsers import dcb, mlnx_qos, roce_sysfs, show_gids
-from clusteraccept.site import Rail, Roce, Site
+from clusteraccept.parsers import roce_sysfs, show_gids
+from clusteraccept.site import Site
+from clusteraccept.site_nodes import Rail
+from clusteraccept.site_settings import Roce
 from clusteraccept.subjects import rail_subject
 
 FAMILY = "roce"
 NODE_CHECKS = ("roce.netdevs",)
-Archived = tuple[Evidence, str]
-
-
-class _Unavailable(Exception):
-    """A check cannot be judged on this rail: SKIP (does not apply) or ERROR (evidence missing/unparsable)."""
-
-    def __init__(self, message: str, *, skipped: bool = False, paths: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.message, self.skipped, self.paths = message, skipped, paths
-
-
-def _tail(ev: Evidence) -> str:
-    lines = (ev.stderr or ev.stdout).strip().splitlines()
-    return lines[-1][:160] if lines else "no output"
-
-
-def _parse_error(tool: str, path: str, exc: ParseError) -> _Unavailable:
-    return _Unavailable(f"could not parse {tool} output ({path}): {exc}", paths=(path,))
-
-
-@dataclass(frozen=True)
-class _Qos:
-    tool: str
-    trust: str | None
-    trust_note: str
-    pfc: tuple[int, ...]
-    dscp_map: dict[int, tuple[int, ...]]
-    paths: tuple[str, ...]
-
-
-@dataclass
-class _Rail:
-    node: str
-    rail: Rail
-    roles: dict[str, list[Archived]]
-    gids: list[Archived]
-
-    @property
-    def netdev(self) -> str | None:
-        names = [ev.meta["netdev"] for evs in self.roles.values() for ev, _ in evs if ev.meta.get("netdev")]
-        return names[0] if names else self.rail.netdev
-
-    @property
-    def where(self) -> str:
-        return f"{self.node} rail{self.rail.index} ({self.netdev or self.rail.hca})"
-
-    def paths(self, *roles: str) -> tuple[str, ...]:
-        return tuple(p for role in roles for _, p in self.roles.get(role, []))
-
-    def one(self, role: str) -> Archived | None:
-        return next(iter(self.roles.get(role, [])), None)
-
-
-def _qos(r: _Rail) -> _Qos:
-    got = r.one("qos")
-    if got is None:
-        raise _Unavailable(f"{r.where}: no mlnx_qos evidence came back")
-    ev, path = got
-    if ev.returncode == 127:  # mlnx_qos absent: the probe asked iproute2 dcb instead
-        dcbs = [r.one("dcb-pfc"), r.one("dcb-app")]
-        paths = (path, *(a[1] for a in dcbs if a))
-        failed = [a for a in dcbs if a is None or not a[0].ok]
-        if failed:
-            why = "; ".join(_tail(a[0]) if a else "no evidence" for a in failed)
-            raise _Unavailable(f"{r.where}: neither mlnx_qos (not found) nor dcb worked: {why}", paths=paths)
-        text = "\n".join(a[0].stdout for a in dcbs if a)
-        try:
-            info = dcb.parse(text)
-        except ParseError as exc:
-            raise _parse_error("dcb", paths[1], exc) from None
-        if info.pfc_enabled is None:
-            raise _Unavailable(f"{r.where}: dcb pfc printed no prio-pfc line", paths=paths)
-        table: dict[int, list[int]] = defaultdict(list)
-        for d, p in info.dscp_prio:
-            table[d].append(p)
-        # mlx5 en_dcbnl.c mlx5e_dcbnl_dscp_app(): "No SEL_DSCP entry in non DSCP state"; ieee_setapp/delapp
-        # switch the trust state to DSCP on the first DSCP entry and back to PCP on the last one.
-        return _Qos(
-            "dcb",
-            "dscp" if table else "pcp",
-            " (dcb: DSCP entries in the APP table on mlx5)",
-            info.pfc_priorities(),
-            {d: tuple(ps) for d, ps in table.items()},
-            paths,
-        )
-    if not ev.ok:
-        raise _Unavailable(
-            f"{r.where}: mlnx_qos -i {r.netdev} failed (rc {ev.returncode}): {_tail(ev)}", paths=(path,)
-        )
-    try:
-        q = mlnx_qos.parse(ev.stdout)
-    except ParseError as exc:
-        raise _parse_error("mlnx_qos", path, exc) from None
-    dmap: dict[int, tuple[int, ...]] = {d: (p,) for d, p in enumerate(q.dscp2prio) if p is not None}
-    return _Qos("mlnx_qos", q.trust, "", q.pfc_priorities(), dmap, (path,))
-
-
-def _sysfs(r: _Rail) -> tuple[roce_sysfs.RoceSysfs, tuple[str, ...]]:
-    evs = r.roles.get("sysfs", [])
-    if not evs:
-        raise _Unavailable(f"{r.where}: no RoCE sysfs evidence came back")
-    try:
-        return roce_sysfs.parse({ev.path: ev.stdout for ev, _ in evs if ev.ok}), tuple(p for _, p in evs)
-    except ParseError as exc:
-        raise _Unavailable(f"could not parse RoCE sysfs files of {r.where}: {exc}") from None
-
-
-def _optional(r: _Rail) -> roce_sysfs.RoceSysfs:
-    """The sysfs facts for a secondary look (RDMA-CM defaults): all None where they cannot be had."""
-    try:
-        return _sysfs(r)[0]
-    except _Unavailable:
-        return roce_sysfs.parse({})
-
-
-def _file(r: _Rail, path: str) -> str:
-    """One node file's read outcome, for a message."""
-    got = next((ev for ev, _ in r.roles.get("sysfs", []) if ev.path == path), None)
-    return f"{path}: {_tail(got) if got else 'not read'}"
+_Rail = RailEvidence  # its name before it moved to roce_evidence.py: tests build one through this module
 
 
 def _prios(prios: Sequence[int]) -> str:
     return "none" if not prios else str(prios[0]) if len(prios) == 1 else str(list(prios))
 
 
-def check_trust(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
-    q = _qos(r)
+def check_trust(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
+    q = read_qos(r)
     if q.trust is None:
-        raise _Unavailable(f"{r.where}: {q.tool} does not print the trust state", paths=q.paths)
+        raise Unavailable(f"{r.where}: {q.tool} does not print the trust state", paths=q.paths)
     ok = q.trust == roce.trust
     want = "" if ok else f", expected {roce.trust} (site roce.trust)"
     msg = f"{r.where}: trust {q.trust}{q.trust_note}{want}"
     return expect("roce.trust", FAMILY, subject, ok, msg, value=q.trust, evidence=q.paths)
 
 
-def check_pfc(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
-    q = _qos(r)
+def check_pfc(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
+    q = read_qos(r)
     p = roce.lossless_priority
     ok = q.pfc == (p,)
     msg = f"on exactly priority [{p}]" if ok else f"on priorities {list(q.pfc)}, expected exactly [{p}]"
@@ -175,17 +69,17 @@ def check_pfc(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     )
 
 
-def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+def check_dscp_map(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     if roce.trust != "dscp":
-        raise _Unavailable("site trusts PCP (roce.trust: pcp): no DSCP map in use", skipped=True)
-    q = _qos(r)
+        raise Unavailable("site trusts PCP (roce.trust: pcp): no DSCP map in use", skipped=True)
+    q = read_qos(r)
     if q.trust != "dscp":
-        raise _Unavailable(
+        raise Unavailable(
             f"{r.where}: trust is {q.trust}, so no DSCP map is in effect (see roce.trust)",
             skipped=True,
             paths=q.paths,
         )
-    p, tos = roce.lossless_priority, _optional(r).default_roce_tos
+    p, tos = roce.lossless_priority, optional_sysfs(r).default_roce_tos
     dscps = {roce.roce_dscp: "site roce_dscp"}
     if tos is not None:
         cm = f"RDMA-CM default_roce_tos {tos} >> 2"
@@ -208,15 +102,15 @@ def check_dscp_map(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     )
 
 
-def check_ecn(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+def check_ecn(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     if not roce.ecn:
-        raise _Unavailable("site does not require ECN (roce.ecn: false)", skipped=True)
-    s, paths = _sysfs(r)
+        raise Unavailable("site does not require ECN (roce.ecn: false)", skipped=True)
+    s, paths = read_sysfs(r)
     p = roce.lossless_priority
     rp, np_ = s.ecn_rp_enabled[p], s.ecn_np_enabled[p]
     if rp is None and np_ is None:
-        where = _file(r, roce_sysfs.ecn_rp_enable_path(r.netdev or "_", p))
-        raise _Unavailable(
+        where = file_outcome(r, roce_sysfs.ecn_rp_enable_path(r.netdev or "_", p))
+        raise Unavailable(
             f"{r.where}: ECN settings not readable ({where}; the ecn/ sysfs comes with the "
             "MLNX_OFED mlx5 driver)",
             paths=paths,
@@ -231,29 +125,30 @@ def check_ecn(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     return expect("roce.ecn", FAMILY, subject, ok, msg, value=value, evidence=paths)
 
 
-def check_cnp(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+def check_cnp(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     if roce.cnp_dscp is None and roce.cnp_priority is None:
-        raise _Unavailable("site sets no CNP DSCP or priority (roce.cnp_dscp, cnp_priority)", skipped=True)
-    s, paths = _sysfs(r)
+        raise Unavailable("site sets no CNP DSCP or priority (roce.cnp_dscp, cnp_priority)", skipped=True)
+    s, paths = read_sysfs(r)
     netdev = r.netdev or "_"
     wanted = [
         ("CNP DSCP", roce.cnp_dscp, s.cnp_dscp, roce_sysfs.cnp_dscp_path(netdev)),
         ("CNP priority", roce.cnp_priority, s.cnp_802p_prio, roce_sysfs.cnp_802p_prio_path(netdev)),
     ]
-    unreadable = [_file(r, path) for _, want, got, path in wanted if want is not None and got is None]
+    unreadable = [file_outcome(r, path) for _, want, got, path in wanted if want is not None and got is None]
     if unreadable:
-        raise _Unavailable(f"{r.where}: CNP settings not readable ({'; '.join(unreadable)})", paths=paths)
+        raise Unavailable(f"{r.where}: CNP settings not readable ({'; '.join(unreadable)})", paths=paths)
     bad = [f"{name} {got}, expected {want}" for name, want, got, _ in wanted if want not in (None, got)]
     shown = ", ".join(f"{name} {got}" for name, want, got, _ in wanted if want is not None)
     msg = f"{r.where}: " + ("; ".join(bad) + " (site roce.cnp_dscp / cnp_priority)" if bad else shown)
     return expect("roce.cnp", FAMILY, subject, not bad, msg, value=shown, evidence=paths)
 
 
-def check_mtu(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
-    s, paths = _sysfs(r)
+def check_mtu(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
+    s, paths = read_sysfs(r)
     if s.mtu_B is None:
-        raise _Unavailable(
-            f"{r.where}: MTU not readable ({_file(r, roce_sysfs.mtu_path(r.netdev or '_'))})", paths=paths
+        raise Unavailable(
+            f"{r.where}: MTU not readable ({file_outcome(r, roce_sysfs.mtu_path(r.netdev or '_'))})",
+            paths=paths,
         )
     ok = s.mtu_B == roce.mtu
     want = " as the site says" if ok else f", expected {roce.mtu} (site roce.mtu)"
@@ -261,18 +156,18 @@ def check_mtu(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     return expect("roce.mtu", FAMILY, subject, ok, msg, value=s.mtu_B, evidence=paths)
 
 
-def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+def check_gid(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     if not r.gids:
-        raise _Unavailable(f"{r.node}: no show_gids evidence came back")
+        raise Unavailable(f"{r.node}: no show_gids evidence came back")
     ev, path = r.gids[0]
     if not ev.ok:
-        raise _Unavailable(
-            f"{r.node}: show_gids (mlnx-tools) failed (rc {ev.returncode}): {_tail(ev)}", paths=(path,)
+        raise Unavailable(
+            f"{r.node}: show_gids (mlnx-tools) failed (rc {ev.returncode}): {tail(ev)}", paths=(path,)
         )
     try:
         table = show_gids.parse(ev.stdout).for_port(r.rail.hca, r.rail.port)
     except ParseError as exc:
-        raise _parse_error("show_gids", path, exc) from None
+        raise unparsable("show_gids", path, exc) from None
     port = f"{r.rail.hca} port {r.rail.port}"
     v2 = [e for e in table if e.roce_version == "v2"]
     bad = (
@@ -291,7 +186,7 @@ def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
                 f"GID index {index} (site NCCL_IB_GID_INDEX) is {at.roce_version if at else 'empty'}"
                 f", expected RoCE v2 (v2 at index {', '.join(str(e.index) for e in v2)})"
             )
-    mode = _optional(r).default_roce_mode
+    mode = optional_sysfs(r).default_roce_mode
     if mode not in (None, "RoCE v2"):
         bad.append(f"RDMA-CM default_roce_mode is {mode!r}, expected 'RoCE v2'")
     if bad:
@@ -308,13 +203,13 @@ def check_gid(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
     )
 
 
-def check_counters(roce: Roce, site: Site, r: _Rail, subject: str) -> Verdict:
+def check_counters(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     """Pause/discard/priority evidence of the port's counters (checks/counters.py): the campaign's
     snapshots around traffic when the run has them, else the probe's idle window."""
     return counters.roce_counters(roce, r.where, r.rail.index, subject, r.roles.get("counters", []))
 
 
-RAIL_CHECKS: dict[str, Callable[[Roce, Site, _Rail, str], Verdict]] = {
+RAIL_CHECKS: dict[str, Callable[[Roce, Site, RailEvidence, str], Verdict]] = {
     "roce.trust": check_trust,
     "roce.pfc": check_pfc,
     "roce.dscp_map": check_dscp_map,
@@ -326,7 +221,7 @@ RAIL_CHECKS: dict[str, Callable[[Roce, Site, _Rail, str], Verdict]] = {
 }
 
 
-def _port_problem(r: _Rail) -> tuple[bool, str] | None:
+def _port_problem(r: RailEvidence) -> tuple[bool, str] | None:
     """Why this rail is no RoCE port to judge: (is_error, reason without the rail prefix); None if it is."""
     port = f"{r.rail.hca} port {r.rail.port}"
     link = r.one("link_layer")
@@ -334,7 +229,7 @@ def _port_problem(r: _Rail) -> tuple[bool, str] | None:
         return True, f"no RoCE evidence for {port} came back from {r.node}"
     ev = link[0]
     if not ev.ok:
-        return False, f"no RoCE netdev: {port} absent ({ev.path}: {_tail(ev)})"
+        return False, f"no RoCE netdev: {port} absent ({ev.path}: {tail(ev)})"
     if ev.stdout.strip() != "Ethernet":
         return False, f"{port} link layer is {ev.stdout.strip() or 'empty'}, not RoCE (Ethernet)"
     if not r.netdev:
@@ -342,7 +237,7 @@ def _port_problem(r: _Rail) -> tuple[bool, str] | None:
     return None
 
 
-def _netdevs(node: str, rails: list[_Rail], listing: Evidence | None) -> Verdict:
+def _netdevs(node: str, rails: list[RailEvidence], listing: Evidence | None) -> Verdict:
     present = set(listing.stdout.split()) if listing is not None else None
     bad, good = [], []
     for r in rails:
@@ -396,7 +291,7 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             for ev, path in evs:
                 if ev.meta.get("hca") == rail.hca and ev.meta.get("port") == str(rail.port):
                     roles[ev.meta.get("role", "")].append((ev, path))
-            rails.append(_Rail(node, rail, roles, gids))
+            rails.append(RailEvidence(node, rail, roles, gids))
         verdicts.append(_netdevs(node, rails, listing))
         for r in rails:
             subject = rail_subject(node, r.rail.index)
@@ -409,7 +304,7 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             for check, fn in RAIL_CHECKS.items():
                 try:
                     verdicts.append(fn(site.roce, site, r, subject))
-                except _Unavailable as u:
+                except Unavailable as u:
                     make = skip if u.skipped else error
                     verdicts.append(make(check, FAMILY, subject, u.message, u.paths))
     return verdicts

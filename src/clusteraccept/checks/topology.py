@@ -16,14 +16,23 @@ Verdicts:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from clusteraccept.baselines import Verdict, error, expect, skip
-from clusteraccept.checks.hostfacts import NodeEvidence, by_node, gpu_addresses, parsed
+from clusteraccept.checks.hostfacts import (
+    NodeEvidence,
+    Pci,
+    every_subject,
+    gpu_addresses,
+    int_or_none,
+    judge_nodes,
+    parsed,
+)
 from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
 from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
-from clusteraccept.site import Rail, Site
+from clusteraccept.site import Site
+from clusteraccept.site_nodes import Rail
 from clusteraccept.subjects import gpu_subject, rail_subject
 
 FAMILY = "topology"
@@ -36,44 +45,11 @@ def _speed(text: str | None) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _int(text: str | None) -> int | None:
-    try:
-        return int((text or "").strip())
-    except ValueError:
-        return None
-
-
-class Pci:
-    """One PCI device as the probe read it through a sysfs link (``/sys/bus/pci/devices/<bdf>``)."""
-
-    def __init__(self, ne: NodeEvidence, link: str) -> None:
-        self.ne, self.link = ne, link
-        self.path = ne.link(link)
-        self.bdf = self.path.rsplit("/", 1)[-1] if self.path else link.rsplit("/", 1)[-1]
-
-    def attr(self, name: str) -> str | None:
-        return self.ne.text(f"{self.link}/{name}")
-
-    def numa(self) -> int | None:
-        """The sysfs NUMA node; None for -1 ("no NUMA information") or when unreadable."""
-        n = _int(self.attr("numa_node"))
-        return None if n is None or n < 0 else n
-
-    def parent_attr(self, name: str) -> str | None:
-        if not self.path:
-            return None
-        return self.ne.text(f"{self.path.rsplit('/', 1)[0]}/{name}")
-
-    def evidence(self, *names: str) -> tuple[str, ...]:
-        paths = [self.link, *(f"{self.link}/{n}" for n in names)]
-        return tuple(p for p in (self.ne.archived(x) for x in paths) if p)
-
-
 def link_verdict(check: str, subject: str, who: str, dev: Pci, gpu: bool) -> Verdict:
     """Current PCIe speed/width against the device maximum."""
     ev = dev.evidence("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
     cur_s, max_s = _speed(dev.attr("current_link_speed")), _speed(dev.attr("max_link_speed"))
-    cur_w, max_w = _int(dev.attr("current_link_width")), _int(dev.attr("max_link_width"))
+    cur_w, max_w = int_or_none(dev.attr("current_link_width")), int_or_none(dev.attr("max_link_width"))
     if None in (cur_s, max_s, cur_w, max_w):
         return error(
             check,
@@ -95,7 +71,7 @@ def link_verdict(check: str, subject: str, who: str, dev: Pci, gpu: bool) -> Ver
             value=have,
             evidence=ev,
         )
-    port_w, port_s = _int(dev.parent_attr("max_link_width")), _speed(dev.parent_attr("max_link_speed"))
+    port_w, port_s = int_or_none(dev.parent_attr("max_link_width")), _speed(dev.parent_attr("max_link_speed"))
     port = f"; the port above allows x{port_w} at {port_s:g} GT/s" if port_w is not None and port_s else ""
     hint = (
         "; nvidia-smi notes GPUs may lower link speed when idle: re-check under load before reseating"
@@ -376,16 +352,6 @@ def _port_verdict(
     )
 
 
-def every_subject(
-    site: Site, node: str, per_node: Sequence[str], per_gpu: Sequence[str], per_rail: Sequence[str]
-) -> list[tuple[str, str]]:
-    """(check, subject) for every check of a family on ``node``."""
-    nt = site.node_type(node)
-    out = [(c, node) for c in per_node]
-    out += [(c, gpu_subject(node, k)) for k in range(nt.gpus) for c in per_gpu]
-    return out + [(c, rail_subject(node, r.index)) for r in nt.rails for c in per_rail]
-
-
 def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
     subjects = every_subject(
         site,
@@ -395,27 +361,6 @@ def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
         ["topology.nic_port", "topology.nic_pcie_link"],
     )
     return [error(c, FAMILY, s, reason) for c, s in subjects]
-
-
-def judge_nodes(
-    site: Site,
-    evidence: Sequence[tuple[Any, str]],
-    nodes: Sequence[str],
-    family: str,
-    per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
-    missing: Callable[[Site, str, str], list[Verdict]],
-) -> list[Verdict]:
-    """Run ``per_node`` on each node's evidence; nodes without any get ERROR on every subject."""
-    grouped = by_node(evidence)
-    out: list[Verdict] = []
-    for node in nodes:
-        ne = grouped.get(node)
-        out += (
-            per_node(site, node, ne)
-            if ne
-            else missing(site, node, f"{node}: no {family} evidence came back from this node")
-        )
-    return out
 
 
 def _node(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:

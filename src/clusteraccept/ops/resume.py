@@ -26,7 +26,8 @@ from typing import Any
 
 from clusteraccept.evidence import Evidence, archive, archive_name, load, slug
 from clusteraccept.plan import CampaignJob, Plan, ProbeJob, make_plan
-from clusteraccept.site import COLLECTIVES, Site
+from clusteraccept.site import Site
+from clusteraccept.site_settings import COLLECTIVES
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
 NODE_FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")

@@ -31,22 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusteraccept.errors import ParseError
-
-
-@dataclass(frozen=True)
-class NcclNetDevice:
-    """One entry of a ``NET/<net> : Using ...; OOB ...`` line."""
-
-    host: str | None
-    net: str  # the NET/<name> of the listing: "IB" (also for the IBext plugins)
-    index: int  # NCCL's device index ([i])
-    device: str  # "mlx5_5"
-    port: int
-    link_layer: str  # "IB" | "RoCE" | "UNSPECIFIED", from the tag
-    sharp: bool = False  # IBext "/SHARP" suffix
-    group: int | None = None  # merged virtual device [g]={...} (NCCL 2.20-2.23)
-    rail: int | None = None
-    plane: int | None = None
+from clusteraccept.parsers._nccl_debug_lines import NcclConnection as NcclConnection
+from clusteraccept.parsers._nccl_debug_lines import NcclNetDevice as NcclNetDevice
+from clusteraccept.parsers._nccl_debug_lines import connection, entries, net_devices, to_int
 
 
 @dataclass(frozen=True)
@@ -58,30 +45,6 @@ class NcclSocketIf:
     index: int
     name: str  # interface name, e.g. "ibs3": an IPoIB name says nothing about the NCCL transport
     address: str
-
-
-@dataclass(frozen=True)
-class NcclConnection:
-    """One ``Channel/Ring/CollNet ... via ...`` line: the transport one rank uses toward a peer."""
-
-    line_no: int
-    host: str | None
-    channel: int
-    conn_index: int | None  # "/N" after the channel (2.12+)
-    src_rank: int
-    dst_rank: int | None  # None on CollNet lines
-    direction: str | None  # "send" | "receive" for NET/COLLNET, None for P2P/SHM
-    transport: str  # "NET/IB", "NET/Socket", "COLLNET/SHARP", "P2P/direct pointer", "P2P/IPC", "SHM", ...
-    net: str | None  # NET/COLLNET network name ("IB", "Socket", "IBext_v8", "SHARP")
-    net_dev: int | None
-    proxy_rank: int | None  # NET/IB/0(3): the PXN proxy rank
-    gdrdma: bool  # "/GDRDMA" on the line
-    via: str  # the text after "via ", verbatim
-
-    @property
-    def family(self) -> str:
-        """ "NET", "COLLNET", "P2P" or "SHM"."""
-        return self.transport.split("/", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -164,30 +127,6 @@ _PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?
 _BARE_VERSION = re.compile(r"^\s*(NCCL version .*)$")
 
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?P<suffix>\S*)\s*$")
-_CONN = re.compile(
-    r"(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+)(?:\[[0-9a-fA-F]+\])?"
-    r" -> (?P<dst>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*"
-)
-_COLLCONN = re.compile(
-    r"(?:CollNet|Coll) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+) \[(?P<dir>send|receive)\]"
-    r" via (?P<via>.+?)\s*"
-)
-_VIA_NET = re.compile(
-    r"(?P<fam>NET|COLLNET)/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?(?:\(PCI\))?(?:/Shared)?"
-)
-_VIA_P2P = re.compile(
-    r"P2P/(?P<mode>direct pointer|IPC|CUMEM|MNNVL|common device|indirect/\d+\[[0-9a-fA-F]+\])"
-    r"(?:/read)?(?:/CE)?"
-)
-_VIA_SHM = re.compile(r"SHM/(?:direct|CE)(?:/(?:direct|CE))?|direct shared memory")
-_DEV_ONE = re.compile(
-    r"\s*\[(?P<i>\d+)\](?P<dev>[^\s:\[\]{}/]+):(?P<port>\d+)(?::(?P<rail>\d*))?(?::(?P<plane>\d+))?"
-    r"/(?P<ll>IB|RoCE|UNSPECIFIED)(?P<sharp>/SHARP)?"
-)
-_DEV_GROUP = re.compile(r"\s*\[(?P<g>\d+)\]=\{(?P<inner>[^{}]*)\}")
-_DEV_INNER = re.compile(
-    r"\s*\[(?P<i>\d+)\] (?P<dev>[^\s:\[\]{}/,]+):(?P<port>\d+)/(?P<ll>IB|RoCE|UNSPECIFIED),?"
-)
 _SOCK_ONE = re.compile(r"\s*\[(?P<i>\d+)\](?P<name>[^\s:\[\]]+):(?P<addr>\S+)")
 _GDR = re.compile(
     r"(?:NET/(?P<net>.+?) ?: )?GPU Direct RDMA (?:\((?P<method>[^)]*)\) )?"
@@ -201,90 +140,9 @@ _ENV = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<val
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
-def _entries(pattern: re.Pattern[str], text: str, line_no: int, expected: str) -> list[re.Match[str]]:
-    """Match ``pattern`` repeatedly over all of ``text``; ParseError on anything left over."""
-    found: list[re.Match[str]] = []
-    pos = 0
-    while text[pos:].strip():
-        m = pattern.match(text, pos)
-        if m is None or m.end() == pos:
-            raise ParseError(line_no, expected, text[pos:].strip())
-        found.append(m)
-        pos = m.end()
-    return found
-
-
-def _net_devices(host: str | None, net: str, listing: str, line_no: int) -> list[NcclNetDevice]:
-    expected = "NET device entries like [0]mlx5_0:1/IB or [1]mlx5_5:1/RoCE"
-    devices: list[NcclNetDevice] = []
-    pos = 0
-    while listing[pos:].strip():
-        if g := _DEV_GROUP.match(listing, pos):
-            group = _int(g["g"], line_no)
-            for e in _entries(_DEV_INNER, g["inner"], line_no, expected):
-                index, port = _int(e["i"], line_no), _int(e["port"], line_no)
-                devices.append(NcclNetDevice(host, net, index, e["dev"], port, e["ll"], group=group))
-            pos = g.end()
-        elif m := _DEV_ONE.match(listing, pos):
-            rail = _int(m["rail"], line_no) if m["rail"] else None
-            plane = _int(m["plane"], line_no) if m["plane"] else None
-            index, port = _int(m["i"], line_no), _int(m["port"], line_no)
-            sharp = bool(m["sharp"])
-            devices.append(NcclNetDevice(host, net, index, m["dev"], port, m["ll"], sharp, None, rail, plane))
-            pos = m.end()
-        else:
-            raise ParseError(line_no, expected, listing[pos:].strip())
-    return devices
-
-
-def _connection(msg: str, host: str | None, line_no: int) -> NcclConnection:
-    m = _CONN.fullmatch(msg) or _COLLCONN.fullmatch(msg)
-    if m is None:
-        raise ParseError(line_no, "'Channel NN/N : a[x] -> b[y] [send|receive] via TRANSPORT'", msg)
-    via = m["via"]
-    net: str | None = None
-    net_dev = proxy = None
-    gdrdma = False
-    if v := _VIA_NET.fullmatch(via):
-        transport, net, net_dev = f"{v['fam']}/{v['net']}", v["net"], _int(v["dev"], line_no)
-        proxy = _int(v["proxy"], line_no) if v["proxy"] else None
-        gdrdma = bool(v["gdr"])
-    elif v := _VIA_P2P.fullmatch(via):
-        transport = "P2P/" + v["mode"].split("/", 1)[0]
-    elif _VIA_SHM.fullmatch(via):
-        transport = "SHM"
-    else:
-        raise ParseError(line_no, "a transport NET/<net>/<dev>, COLLNET/..., P2P/<mode> or SHM/...", via)
-    groups = m.groupdict()
-    if (groups.get("dst") is None) != transport.startswith("COLLNET/"):
-        raise ParseError(line_no, "COLLNET only on CollNet lines", msg)
-    return NcclConnection(
-        line_no=line_no,
-        host=host,
-        channel=_int(m["ch"], line_no),
-        conn_index=_int(m["ci"], line_no) if m["ci"] else None,
-        src_rank=_int(m["src"], line_no),
-        dst_rank=_int(groups["dst"], line_no) if groups.get("dst") else None,
-        direction=m["dir"],
-        transport=transport,
-        net=net,
-        net_dev=net_dev,
-        proxy_rank=proxy,
-        gdrdma=gdrdma,
-        via=via,
-    )
-
-
 def _add(seq: list[Any], item: Any) -> None:
     if item not in seq:
         seq.append(item)
-
-
-def _int(raw: str, line_no: int) -> int:
-    try:
-        return int(raw)
-    except ValueError:  # a digit run past int()'s length limit
-        raise ParseError(line_no, "a number", raw[:40]) from None
 
 
 _TUPLES = (
@@ -313,27 +171,27 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         value = msg.split(" ", 1)[1].strip()
         if not value.isdecimal():
             raise ParseError(line_no, "'cudaDriverVersion N'", msg)
-        acc["cuda_driver_version"] = _int(value, line_no)
+        acc["cuda_driver_version"] = to_int(value, line_no)
     elif msg.startswith("Using network"):
         if not (name := msg[len("Using network") :].strip()):
             raise ParseError(line_no, "'Using network NAME'", msg)
         _add(acc["networks"], name)
     elif msg.startswith(("Channel ", "Ring ", "CollNet ", "Coll ")) and " via " in msg:
-        acc["connections"].append(_connection(msg, host, line_no))
+        acc["connections"].append(connection(msg, host, line_no))
     elif msg.startswith("NET/") and " : Using" in msg and "; OOB" in msg:
         head, _, oob = msg.rpartition("; OOB")
         net, _, listing = head[4:].partition(" : Using")
         listing = listing.strip()
         ro = listing.endswith("[RO]")
         acc["relaxed_ordering"] = ro or bool(acc["relaxed_ordering"])
-        for d in _net_devices(host, net.strip(), listing[:-4] if ro else listing, line_no):
+        for d in net_devices(host, net.strip(), listing[:-4] if ro else listing, line_no):
             _add(acc["net_devices"], d)
         if oob_if := oob.strip().split(":", 1)[0]:
             _add(acc["oob_interfaces"], oob_if)
     elif msg.startswith("NET/") and " : Using [" in msg:
         net, _, listing = msg[4:].partition(" : Using")
-        for m in _entries(_SOCK_ONE, listing, line_no, "socket interfaces like [0]eth0:10.0.0.1<0>"):
-            sock = NcclSocketIf(host, net.strip(), _int(m["i"], line_no), m["name"], m["addr"])
+        for m in entries(_SOCK_ONE, listing, line_no, "socket interfaces like [0]eth0:10.0.0.1<0>"):
+            sock = NcclSocketIf(host, net.strip(), to_int(m["i"], line_no), m["name"], m["addr"])
             _add(acc["socket_interfaces"], sock)
     elif msg.startswith("NET/IB") and "No device found" in msg:
         acc["ib_no_device"] = True
@@ -347,7 +205,7 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
     elif msg.startswith("Connected all rings") and (m := _RINGS_GDR.match(msg)) is not None:
         if not m["gdr"].isdecimal():
             raise ParseError(line_no, "'GDR 0' or 'GDR 1'", msg)
-        acc["ring_gdr"].append(_int(m["gdr"], line_no))
+        acc["ring_gdr"].append(to_int(m["gdr"], line_no))
     elif msg.startswith("NVLS multicast support is"):
         acc["nvls_support"] = bool(acc["nvls_support"]) or not msg.startswith("NVLS multicast support is not")
     elif msg.startswith("Connected NVLS tree"):
@@ -355,7 +213,7 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
     elif "Connected CollNet" in msg or msg.startswith("Connected Collnet Chains"):
         acc["collnet_connected"] = True
     elif (m := _CHANNELS.match(msg)) is not None and m["nvls"] is not None:
-        acc["nvls_channels"] = max(acc["nvls_channels"] or 0, _int(m["nvls"], line_no))
+        acc["nvls_channels"] = max(acc["nvls_channels"] or 0, to_int(m["nvls"], line_no))
     elif (m := _ENV.fullmatch(msg)) is not None:
         acc["env"].setdefault(m["name"], m["value"])
     elif (m := _BOOTSTRAP.match(msg)) is not None:

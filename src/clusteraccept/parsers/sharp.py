@@ -25,6 +25,9 @@ nccl-rdma-sharp-plugins (github.com/Mellanox/nccl-rdma-sharp-plugins, HEAD 2f5ac
   INFO "SHARP rank %d/%d initialized on %s" (older "Sharp rank ..."), WARN "NET/IB : SHARP coll init error:
   %s(%d)", "SHARP group create: %s(%d)", "SHARP: unsupported data type",
   "SHARP: unsupported reduce operation", "SHARP int8,uint8,bfloat16 Datatypes not supported".
+The CollNet connection lines and the NET/IB device listings are NCCL log lines like any other: this parser
+finds them and parsers/nccl_debug.py reads them (its ``connections`` of the COLLNET family, its
+``net_devices`` marked /SHARP), so both parsers agree on what such a line says.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import re
 from dataclasses import dataclass
 
 from clusteraccept.errors import ParseError
+from clusteraccept.parsers import nccl_debug
 
 # Launcher line prefixes: Open MPI mpirun --tag-output "[jobid,rank]<stdout>:" (mpirun(1)) and Slurm
 # srun -l/--label "N: " (srun(1): "Prepend task number to lines of stdout/err").
@@ -47,14 +51,10 @@ _JOB_RE = re.compile(
 )
 _NCCL_RE = re.compile(r"NCCL (?P<level>INFO|WARN) (?P<msg>.*)$")
 _PLUGIN_RE = re.compile(r"NET/Plugin ?: Loaded coll(?:net)? plugin (?P<name>.+) \((?P<api>v\d+)\)$")
-_COLLNET_RE = re.compile(
-    r"CollNet (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<rank>\d+) \[(?P<dir>send|receive)\] via "
-    r"COLLNET/(?P<plugin>[^/\s]+)/(?P<dev>\d+)(?P<gdr>/GDRDMA)?(?:\(PCI\))?$"
-)
+_COLLNET_FORM = "'CollNet CC/I : RANK [send|receive] via COLLNET/PLUGIN/DEV[/GDRDMA]'"
 _CHANNELS_RE = re.compile(r"\d+ coll channels, (?P<n>\d+) collnet channels")
 _ENV_RE = re.compile(r"NCCL_COLLNET_ENABLE set by environment to (?P<v>-?\d+)\.?$")
 _RANK_RE = re.compile(r"S(?:HARP|harp) rank (?P<rank>\d+)/(?P<n>\d+) initialized on (?P<dev>\S+)$")
-_SHARP_DEV_RE = re.compile(r"\[\d+\]([^\s/]+)/[^\s/]+/SHARP\b")
 _FALLBACK_RE = re.compile(r"Cannot initialize CollNet, using (?P<net>.+) instead$")
 
 
@@ -124,6 +124,40 @@ class SharpReport:
         )
 
 
+def _connections(lines: dict[int, str]) -> tuple[CollNetConnection, ...]:
+    """The CollNet connection lines (line number -> message), read by nccl_debug at their line numbers."""
+    if not lines:
+        return ()
+    numbered = "\n".join(f"NCCL INFO {lines[n]}" if n in lines else "" for n in range(1, max(lines) + 1))
+    try:
+        read = {c.line_no: c for c in nccl_debug.parse(numbered).connections}
+    except ParseError as exc:
+        raise ParseError(exc.line_no, _COLLNET_FORM, lines.get(exc.line_no, exc.got)) from None
+    out: list[CollNetConnection] = []
+    for no, msg in lines.items():
+        c = read.get(no)  # None: not a connection line to nccl_debug (no " via ")
+        if c is None or c.family != "COLLNET" or c.direction is None or c.net is None or c.net_dev is None:
+            raise ParseError(no, _COLLNET_FORM, msg)
+        out.append(
+            CollNetConnection(c.channel, c.conn_index, c.src_rank, c.direction, c.net, c.net_dev, c.gdrdma)
+        )
+    return tuple(out)
+
+
+def _sharp_ports(listings: list[str]) -> tuple[str, ...]:
+    """The "mlx5_0:1" ports the NET/IB listings mark /SHARP, first seen first (nccl_debug's NET devices).
+
+    A listing nccl_debug cannot read contributes none: the ports are informational, not judged."""
+    ports: dict[str, None] = {}
+    for msg in listings:
+        try:
+            devices = nccl_debug.parse(f"NCCL INFO {msg}").net_devices
+        except ParseError:
+            continue
+        ports.update(dict.fromkeys(f"{d.device}:{d.port}" for d in devices if d.sharp))
+    return tuple(ports)
+
+
 def _tail(message: str) -> str:
     return message.rsplit(": ", 1)[-1].strip().rstrip(".")
 
@@ -136,76 +170,72 @@ def parse(text: str) -> SharpReport:
     plugin: tuple[str, str] | None = None
     env: int | None = None
     channels: int | None = None
-    conns: list[CollNetConnection] = []
+    collnet: dict[int, str] = {}  # line number -> CollNet connection message
     ranks: list[SharpRank] = []
     warnings: list[str] = []
-    sharp_devs: list[str] = []
+    listings: list[str] = []  # NET/IB device listing messages
     recognised = False
-    for no, raw in enumerate(text.splitlines(), 1):
-        line = _LAUNCHER_TAG_RE.sub("", raw.strip(), count=1)
-        if not line:
-            continue
-        if line == "Test Passed.":
-            hello_seen = passed = recognised = True
-            continue
-        nccl = _NCCL_RE.search(line)
-        sharp = None if nccl else (_SHARP_LOG_RE.match(line) or _SMX_RE.match(line))
-        if sharp:
-            hello_seen = recognised = True
-            level, msg = sharp.group("level").upper(), sharp.group("msg").strip()
-            if level.startswith(("ERROR", "WARN")):
-                errors.append(msg)
-            job = _JOB_RE.search(msg)
-            if job:
-                tree = job["tree"]
-                tree_id = int(tree, 16) if tree.startswith("0x") else int(tree)  # "18" or "0x40"
-                trees.append(SharpTree(int(job["job"]), job["type"], int(job["idx"]), tree_id))
-            continue
-        if not nccl:
-            continue
-        recognised = nccl_seen = True
-        level, msg = nccl.group("level"), nccl.group("msg").strip()
-        if msg.startswith("NET/IB : Using"):
-            sharp_devs.extend(d for d in _SHARP_DEV_RE.findall(msg) if d not in sharp_devs)
-        elif "Loaded coll" in msg:
-            m = _PLUGIN_RE.search(msg)
-            if not m:
-                raise ParseError(no, "'NET/Plugin: Loaded collnet plugin NAME (vN)'", msg)
-            plugin = (m["name"], m["api"])
-        elif re.match(r"CollNet \d", msg):
-            m = _COLLNET_RE.match(msg)
-            if not m:
-                raise ParseError(
-                    no, "'CollNet CC/I : RANK [send|receive] via COLLNET/PLUGIN/DEV[/GDRDMA]'", msg
-                )
-            conn = int(m["conn"]) if m["conn"] is not None else None
-            conns.append(
-                CollNetConnection(
-                    int(m["ch"]), conn, int(m["rank"]), m["dir"], m["plugin"], int(m["dev"]), bool(m["gdr"])
-                )
-            )
-        elif "collnet channels" in msg:
-            m = _CHANNELS_RE.search(msg)
-            if not m:
-                raise ParseError(no, "'N coll channels, M collnet channels, ...'", msg)
-            channels = max(channels or 0, int(m["n"]))
-        elif msg.startswith("NCCL_COLLNET_ENABLE set by environment"):
-            m = _ENV_RE.match(msg)
-            if not m:
-                raise ParseError(no, "'NCCL_COLLNET_ENABLE set by environment to N.'", msg)
-            env = int(m["v"])
-        elif re.search(r"S(?:HARP|harp) rank ", msg):
-            m = _RANK_RE.search(msg)
-            if not m:
-                raise ParseError(no, "'SHARP rank R/N initialized on DEV'", msg)
-            ranks.append(SharpRank(int(m["rank"]), int(m["n"]), m["dev"]))
-        elif level == "WARN" and _FALLBACK_RE.search(msg):
-            fallback = True
-        elif level == "WARN" and "SHARP" in msg.upper() and "NVLS" not in msg and "NVLink SHARP" not in msg:
-            # NVLink SHARP (NVLS) is the NVSwitch feature, not the InfiniBand SHARP of this parser.
-            unsupported |= "unsupported data type" in msg or "Datatypes not supported" in msg
-            if msg not in warnings:
-                warnings.append(msg)
+    try:
+        for no, raw in enumerate(text.splitlines(), 1):
+            line = _LAUNCHER_TAG_RE.sub("", raw.strip(), count=1)
+            if not line:
+                continue
+            if line == "Test Passed.":
+                hello_seen = passed = recognised = True
+                continue
+            nccl = _NCCL_RE.search(line)
+            sharp = None if nccl else (_SHARP_LOG_RE.match(line) or _SMX_RE.match(line))
+            if sharp:
+                hello_seen = recognised = True
+                level, msg = sharp.group("level").upper(), sharp.group("msg").strip()
+                if level.startswith(("ERROR", "WARN")):
+                    errors.append(msg)
+                job = _JOB_RE.search(msg)
+                if job:
+                    tree = job["tree"]
+                    tree_id = int(tree, 16) if tree.startswith("0x") else int(tree)  # "18" or "0x40"
+                    trees.append(SharpTree(int(job["job"]), job["type"], int(job["idx"]), tree_id))
+                continue
+            if not nccl:
+                continue
+            recognised = nccl_seen = True
+            level, msg = nccl.group("level"), nccl.group("msg").strip()
+            if msg.startswith("NET/IB : Using"):
+                listings.append(msg)
+            elif "Loaded coll" in msg:
+                m = _PLUGIN_RE.search(msg)
+                if not m:
+                    raise ParseError(no, "'NET/Plugin: Loaded collnet plugin NAME (vN)'", msg)
+                plugin = (m["name"], m["api"])
+            elif re.match(r"CollNet \d", msg):
+                collnet[no] = msg
+            elif "collnet channels" in msg:
+                m = _CHANNELS_RE.search(msg)
+                if not m:
+                    raise ParseError(no, "'N coll channels, M collnet channels, ...'", msg)
+                channels = max(channels or 0, int(m["n"]))
+            elif msg.startswith("NCCL_COLLNET_ENABLE set by environment"):
+                m = _ENV_RE.match(msg)
+                if not m:
+                    raise ParseError(no, "'NCCL_COLLNET_ENABLE set by environment to N.'", msg)
+                env = int(m["v"])
+            elif re.search(r"S(?:HARP|harp) rank ", msg):
+                m = _RANK_RE.search(msg)
+                if not m:
+                    raise ParseError(no, "'SHARP rank R/N initialized on DEV'", msg)
+                ranks.append(SharpRank(int(m["rank"]), int(m["n"]), m["dev"]))
+            elif level == "WARN" and _FALLBACK_RE.search(msg):
+                fallback = True
+            elif (
+                level == "WARN" and "SHARP" in msg.upper() and "NVLS" not in msg and "NVLink SHARP" not in msg
+            ):
+                # NVLink SHARP (NVLS) is the NVSwitch feature, not the InfiniBand SHARP of this parser.
+                unsupported |= "unsupported data type" in msg or "Datatypes not supported" in msg
+                if msg not in warnings:
+                    warnings.append(msg)
+    except (ParseError, ValueError):
+        _connections(collnet)  # a bad CollNet line before this one is the first error
+        raise
     if not recognised:
         raise ParseError(0, "sharp_hello output or NCCL INFO/WARN lines", text[:80])
     # libsharp lines also appear inside NCCL logs (SHARP_COLL_LOG_LEVEL): without "Test Passed." they only
@@ -220,12 +250,12 @@ def parse(text: str) -> SharpReport:
         hello_reason=reason,
         sharp_errors=tuple(errors),
         trees=tuple(trees),
-        sharp_devices=tuple(sharp_devs),
+        sharp_devices=_sharp_ports(listings),
         collnet_plugin=plugin[0] if plugin else None,
         collnet_plugin_api=plugin[1] if plugin else None,
         collnet_enable_env=env,
         collnet_channels=channels,
-        collnet_connections=tuple(conns),
+        collnet_connections=_connections(collnet),
         sharp_ranks=tuple(ranks),
         collnet_fallback=fallback,
         sharp_warnings=tuple(warnings),

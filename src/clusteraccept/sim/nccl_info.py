@@ -10,6 +10,7 @@ tasks' stdout into the step's; the simulator prints them all from rank 0 (the ot
 from __future__ import annotations
 
 from clusteraccept.sim.fabric import Fabric
+from clusteraccept.sim.nccl_tests_options import rails_from_hca
 
 
 def info_lines(fab: Fabric, hosts: list[str], rails: tuple[int, ...], link_layer: str = "IB") -> str:
@@ -81,7 +82,5 @@ def with_info(text: str, fab: Fabric, hosts: list[str], env: dict[str, str], col
     """``text`` preceded by the INFO lines when the run's environment asks for them (NCCL_DEBUG=INFO)."""
     if env.get("NCCL_DEBUG", "").upper() != "INFO":
         return text
-    from clusteraccept.sim.nccl_tests import rails_from_hca
-
     rails = rails_from_hca(env.get("NCCL_IB_HCA"), fab.node(hosts[0]).rails)
     return info_lines(fab, hosts, rails) + collnet_lines(fab, collective, hosts, env) + text

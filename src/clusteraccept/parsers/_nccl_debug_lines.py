@@ -1,0 +1,174 @@
+"""The structured lines of ``NCCL_DEBUG=INFO`` logs: NET device listings and connection lines.
+
+Read for nccl_debug.py, whose docstring lists every form the parser knows. Message forms from
+github.com/NVIDIA/nccl v2.4.8..v2.30 (HEAD 5067397c): src/transport/{net,p2p,shm,coll_net,generic}.cc,
+src/transport/net_ib/init.cc, src/transport.cc; and Mellanox/nccl-rdma-sharp-plugins src/p2p_plugin.c
+(IBext_vN)::
+
+    Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
+        also NET/<net>/<dev>(<proxy>), (PCI), /Shared; 2.7-2.17 print busIds: 0[1b000] -> 1[1c000]
+    Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer
+        also P2P/IPC, P2P/CUMEM, P2P/MNNVL, P2P/indirect/2[2], with /read or /CE
+    Channel 00 : 0[0] -> 1[1] via SHM/direct/direct        (SHM/direct 2.29+; "direct shared memory" <= 2.13)
+    CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA
+    Ring 00 : 0 -> 1 [send] via NET/IB/0/GDRDMA            (NCCL <= 2.6)
+    NET/IB : Using [0]mlx5_5:1/RoCE [RO]; OOB eno7np0:169.254.103.56<0>
+        entries [i]dev:port[:rail][:plane]/IB|RoCE|UNSPECIFIED[/SHARP]; 2.20-2.23 [g]={[0] mlx5_0:1/IB, ...}
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from clusteraccept.errors import ParseError
+
+
+@dataclass(frozen=True)
+class NcclNetDevice:
+    """One entry of a ``NET/<net> : Using ...; OOB ...`` line."""
+
+    host: str | None
+    net: str  # the NET/<name> of the listing: "IB" (also for the IBext plugins)
+    index: int  # NCCL's device index ([i])
+    device: str  # "mlx5_5"
+    port: int
+    link_layer: str  # "IB" | "RoCE" | "UNSPECIFIED", from the tag
+    sharp: bool = False  # IBext "/SHARP" suffix
+    group: int | None = None  # merged virtual device [g]={...} (NCCL 2.20-2.23)
+    rail: int | None = None
+    plane: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclConnection:
+    """One ``Channel/Ring/CollNet ... via ...`` line: the transport one rank uses toward a peer."""
+
+    line_no: int
+    host: str | None
+    channel: int
+    conn_index: int | None  # "/N" after the channel (2.12+)
+    src_rank: int
+    dst_rank: int | None  # None on CollNet lines
+    direction: str | None  # "send" | "receive" for NET/COLLNET, None for P2P/SHM
+    transport: str  # "NET/IB", "NET/Socket", "COLLNET/SHARP", "P2P/direct pointer", "P2P/IPC", "SHM", ...
+    net: str | None  # NET/COLLNET network name ("IB", "Socket", "IBext_v8", "SHARP")
+    net_dev: int | None
+    proxy_rank: int | None  # NET/IB/0(3): the PXN proxy rank
+    gdrdma: bool  # "/GDRDMA" on the line
+    via: str  # the text after "via ", verbatim
+
+    @property
+    def family(self) -> str:
+        """ "NET", "COLLNET", "P2P" or "SHM"."""
+        return self.transport.split("/", 1)[0]
+
+
+_CONN = re.compile(
+    r"(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+)(?:\[[0-9a-fA-F]+\])?"
+    r" -> (?P<dst>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*"
+)
+_COLLCONN = re.compile(
+    r"(?:CollNet|Coll) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+) \[(?P<dir>send|receive)\]"
+    r" via (?P<via>.+?)\s*"
+)
+_VIA_NET = re.compile(
+    r"(?P<fam>NET|COLLNET)/(?P<net>[^/]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<gdr>/GDRDMA)?(?:\(PCI\))?(?:/Shared)?"
+)
+_VIA_P2P = re.compile(
+    r"P2P/(?P<mode>direct pointer|IPC|CUMEM|MNNVL|common device|indirect/\d+\[[0-9a-fA-F]+\])"
+    r"(?:/read)?(?:/CE)?"
+)
+_VIA_SHM = re.compile(r"SHM/(?:direct|CE)(?:/(?:direct|CE))?|direct shared memory")
+_DEV_ONE = re.compile(
+    r"\s*\[(?P<i>\d+)\](?P<dev>[^\s:\[\]{}/]+):(?P<port>\d+)(?::(?P<rail>\d*))?(?::(?P<plane>\d+))?"
+    r"/(?P<ll>IB|RoCE|UNSPECIFIED)(?P<sharp>/SHARP)?"
+)
+_DEV_GROUP = re.compile(r"\s*\[(?P<g>\d+)\]=\{(?P<inner>[^{}]*)\}")
+_DEV_INNER = re.compile(
+    r"\s*\[(?P<i>\d+)\] (?P<dev>[^\s:\[\]{}/,]+):(?P<port>\d+)/(?P<ll>IB|RoCE|UNSPECIFIED),?"
+)
+
+
+def to_int(raw: str, line_no: int) -> int:
+    """``int(raw)``; ParseError at ``line_no`` instead of ValueError."""
+    try:
+        return int(raw)
+    except ValueError:  # a digit run past int()'s length limit
+        raise ParseError(line_no, "a number", raw[:40]) from None
+
+
+def entries(pattern: re.Pattern[str], text: str, line_no: int, expected: str) -> list[re.Match[str]]:
+    """Match ``pattern`` repeatedly over all of ``text``; ParseError on anything left over."""
+    found: list[re.Match[str]] = []
+    pos = 0
+    while text[pos:].strip():
+        m = pattern.match(text, pos)
+        if m is None or m.end() == pos:
+            raise ParseError(line_no, expected, text[pos:].strip())
+        found.append(m)
+        pos = m.end()
+    return found
+
+
+def net_devices(host: str | None, net: str, listing: str, line_no: int) -> list[NcclNetDevice]:
+    """The device entries of a ``NET/<net> : Using <listing>; OOB ...`` line (``[RO]`` already cut off)."""
+    expected = "NET device entries like [0]mlx5_0:1/IB or [1]mlx5_5:1/RoCE"
+    devices: list[NcclNetDevice] = []
+    pos = 0
+    while listing[pos:].strip():
+        if g := _DEV_GROUP.match(listing, pos):
+            group = to_int(g["g"], line_no)
+            for e in entries(_DEV_INNER, g["inner"], line_no, expected):
+                index, port = to_int(e["i"], line_no), to_int(e["port"], line_no)
+                devices.append(NcclNetDevice(host, net, index, e["dev"], port, e["ll"], group=group))
+            pos = g.end()
+        elif m := _DEV_ONE.match(listing, pos):
+            rail = to_int(m["rail"], line_no) if m["rail"] else None
+            plane = to_int(m["plane"], line_no) if m["plane"] else None
+            index, port = to_int(m["i"], line_no), to_int(m["port"], line_no)
+            sharp = bool(m["sharp"])
+            devices.append(NcclNetDevice(host, net, index, m["dev"], port, m["ll"], sharp, None, rail, plane))
+            pos = m.end()
+        else:
+            raise ParseError(line_no, expected, listing[pos:].strip())
+    return devices
+
+
+def connection(msg: str, host: str | None, line_no: int) -> NcclConnection:
+    """One ``Channel/Ring/CollNet ... via TRANSPORT`` message (the text after ``NCCL INFO``)."""
+    m = _CONN.fullmatch(msg) or _COLLCONN.fullmatch(msg)
+    if m is None:
+        raise ParseError(line_no, "'Channel NN/N : a[x] -> b[y] [send|receive] via TRANSPORT'", msg)
+    via = m["via"]
+    net: str | None = None
+    net_dev = proxy = None
+    gdrdma = False
+    if v := _VIA_NET.fullmatch(via):
+        transport, net, net_dev = f"{v['fam']}/{v['net']}", v["net"], to_int(v["dev"], line_no)
+        proxy = to_int(v["proxy"], line_no) if v["proxy"] else None
+        gdrdma = bool(v["gdr"])
+    elif v := _VIA_P2P.fullmatch(via):
+        transport = "P2P/" + v["mode"].split("/", 1)[0]
+    elif _VIA_SHM.fullmatch(via):
+        transport = "SHM"
+    else:
+        raise ParseError(line_no, "a transport NET/<net>/<dev>, COLLNET/..., P2P/<mode> or SHM/...", via)
+    groups = m.groupdict()
+    if (groups.get("dst") is None) != transport.startswith("COLLNET/"):
+        raise ParseError(line_no, "COLLNET only on CollNet lines", msg)
+    return NcclConnection(
+        line_no=line_no,
+        host=host,
+        channel=to_int(m["ch"], line_no),
+        conn_index=to_int(m["ci"], line_no) if m["ci"] else None,
+        src_rank=to_int(m["src"], line_no),
+        dst_rank=to_int(groups["dst"], line_no) if groups.get("dst") else None,
+        direction=m["dir"],
+        transport=transport,
+        net=net,
+        net_dev=net_dev,
+        proxy_rank=proxy,
+        gdrdma=gdrdma,
+        via=via,
+    )

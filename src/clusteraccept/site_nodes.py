@@ -1,0 +1,160 @@
+"""The site's nodes: ``nodes`` (hostlists), ``blocks`` and ``node_types`` with their rails, validated.
+
+Part of the site description (site.py); every error is ONE line naming the file, the key path, what was
+expected and what was found.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass
+
+import hostlist
+
+from clusteraccept.errors import SiteConfigError
+from clusteraccept.schema import Section, describe
+
+_HCA = r"[A-Za-z0-9_]+"
+
+
+@dataclass(frozen=True)
+class Rail:
+    index: int
+    gpu: int
+    hca: str
+    port: int = 1
+    netdev: str | None = None
+    rate_Gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    nodes: tuple[str, ...]
+    gpus: int
+    gpu_model: str | None
+    link_layer: str  # InfiniBand | Ethernet | none
+    numa_expected: bool
+    rails: tuple[Rail, ...]
+
+
+def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
+    """``node[01-04,07]`` -> names, through python-hostlist (the same syntax as Slurm's)."""
+    value = sec.raw(key)
+    items = value if isinstance(value, list) else [value]
+    # "{hostname}": this machine (single-host sites run with the local executor, e.g. local-gpu.yaml)
+    items = [
+        i.replace("{hostname}", socket.gethostname().split(".")[0]) if isinstance(i, str) else i
+        for i in items
+    ]
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise sec.error(key, "a hostlist string like 'node[001-128]'", item)
+        try:
+            out.extend(hostlist.expand_hostlist(item))
+        except hostlist.BadHostlist as exc:
+            raise SiteConfigError(
+                sec.file, sec.key(key), "a hostlist like 'node[001-128]'", describe(item), str(exc)
+            ) from None
+    if not out:
+        raise sec.error(key, "at least one node", value)
+    if len(set(out)) != len(out):
+        dup = next(n for n in out if out.count(n) > 1)
+        raise SiteConfigError(sec.file, sec.key(key), "each node once", f"{dup!r} twice")
+    return tuple(out)
+
+
+def _rails(sec: Section) -> tuple[Rail, ...]:
+    rails = []
+    for name, r in sec.sections("rails", ["hca", "port", "netdev", "rate_Gbps"]).items():
+        m = re.fullmatch(r"gpu(\d+)", name)
+        if not m:
+            raise SiteConfigError(
+                sec.file, sec.key(f"rails.{name}"), "a key like 'gpu3' (the GPU index)", repr(name)
+            )
+        gpu = int(m[1])
+        rails.append(
+            Rail(
+                index=gpu,
+                gpu=gpu,
+                hca=r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),
+                port=r.integer("port", "a port number >= 1", default=1, minimum=1),
+                netdev=r.string("netdev", "a network interface name like 'ibp26s0'", default=None),
+                rate_Gbps=r.number("rate_Gbps", "a link rate in Gb/s like 400", default=None, minimum=1),
+            )
+        )
+    return tuple(sorted(rails, key=lambda r: r.index))
+
+
+def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
+    """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
+    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails"]
+    types = top.sections("node_types", allowed)
+    if not types:
+        raise SiteConfigError(top.file, "node_types", "at least one node type (gpus, rails...)", "nothing")
+    out: list[NodeType] = []
+    owner: dict[str, str] = {}
+    for name, sec in types.items():
+        nodes = expand_hostlist(sec, "nodes") if sec.has("nodes") or len(types) > 1 else all_nodes
+        for n in nodes:
+            if n not in all_nodes:
+                raise SiteConfigError(sec.file, sec.key("nodes"), "nodes listed in 'nodes'", repr(n))
+            if n in owner:
+                raise SiteConfigError(
+                    sec.file, sec.key("nodes"), "each node in one node type", f"{n!r} also in {owner[n]!r}"
+                )
+            owner[n] = name
+        gpus = sec.integer("gpus", "a GPU count >= 1", minimum=1)
+        rails = _rails(sec)
+        for r in rails:
+            if r.gpu >= gpus:
+                raise SiteConfigError(
+                    sec.file, sec.key(f"rails.gpu{r.gpu}"), f"a GPU index below gpus={gpus}", str(r.gpu)
+                )
+        out.append(
+            NodeType(
+                name=name,
+                nodes=nodes,
+                gpus=gpus,
+                gpu_model=sec.string("gpu_model", default=None),
+                link_layer=sec.choice(
+                    "link_layer",
+                    ["InfiniBand", "Ethernet", "none"],
+                    default="InfiniBand" if rails else "none",
+                ),
+                numa_expected=sec.flag("numa_expected", default=True),
+                rails=rails,
+            )
+        )
+    missing = [n for n in all_nodes if n not in owner]
+    if missing:
+        raise SiteConfigError(top.file, "node_types", "every node in a node type", f"{missing[0]!r} in none")
+    return tuple(out)
+
+
+def parse_blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """``blocks``: name -> nodes (each node in one block), and whether Slurm is to say (``blocks: slurm``)."""
+    value = top.raw("blocks", None)
+    if value is None:
+        return {"all": all_nodes}, False
+    if value == "slurm":
+        return {}, True  # read from `scontrol show topology` when the campaign is planned
+    blocks_sec = Section(
+        top.file, "blocks", value, [str(k) for k in value] if isinstance(value, dict) else []
+    )
+    blocks: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, str] = {}
+    for name in blocks_sec.data:
+        members = expand_hostlist(blocks_sec, name)
+        for n in members:
+            if n not in all_nodes:
+                raise SiteConfigError(top.file, f"blocks.{name}", "nodes listed in 'nodes'", repr(n))
+            if n in seen:
+                raise SiteConfigError(
+                    top.file, f"blocks.{name}", "each node in one block", f"{n!r} also in {seen[n]!r}"
+                )
+            seen[n] = name
+        blocks[name] = members
+    return blocks, False
