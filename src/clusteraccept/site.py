@@ -27,6 +27,7 @@ from clusteraccept.site_nodes import expand_hostlist as expand_hostlist
 from clusteraccept.site_nodes import parse_blocks, parse_node_types
 from clusteraccept.site_settings import COLLECTIVES as COLLECTIVES
 from clusteraccept.site_settings import EXECUTORS as EXECUTORS
+from clusteraccept.site_settings import Gpudirect as Gpudirect
 from clusteraccept.site_settings import Nccl as Nccl
 from clusteraccept.site_settings import Roce as Roce
 from clusteraccept.site_settings import Sharp as Sharp
@@ -34,6 +35,7 @@ from clusteraccept.site_settings import Slurm as Slurm
 from clusteraccept.site_settings import Tools as Tools
 from clusteraccept.site_settings import (
     expand_repo,
+    parse_gpudirect,
     parse_nccl,
     parse_roce,
     parse_sharp,
@@ -63,6 +65,7 @@ class Site:
     baselines_file: str | None
     sim_faults: tuple[dict[str, Any], ...] = ()
     ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (clusteraccept.ops.config)
+    gpudirect: Gpudirect = field(default_factory=Gpudirect)
 
     @cached_property
     def _type_of(self) -> dict[str, NodeType]:
@@ -126,6 +129,7 @@ TOP_KEYS = [
     "node_types",
     "roce",
     "sharp",
+    "gpudirect",
     "tools",
     "nccl",
     "baselines",
@@ -149,6 +153,7 @@ FAULT_KINDS = (
     "mtu_1500",
     "sharp_no_resource",
     "link_errors",
+    "iommu_translated",
 )
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -212,6 +217,7 @@ def parse_site(path: Path, data: Any) -> Site:
         baselines_file=baselines_file,
         sim_faults=_faults(top, nodes),
         ops=parse_ops(top, expand_repo),
+        gpudirect=parse_gpudirect(top),
     )
 
 

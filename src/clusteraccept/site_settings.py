@@ -1,4 +1,4 @@
-"""The site's settings sections: ``slurm``, ``roce``, ``sharp``, ``tools`` and ``nccl``, validated.
+"""The site's settings sections (slurm, roce, sharp, gpudirect, tools, nccl), validated.
 
 Part of the site description (site.py); every error is ONE line naming the file, the key path, what was
 expected and what was found.
@@ -49,6 +49,20 @@ class Sharp:
     reason: str = ""
     hello: tuple[str, ...] = ("sharp_hello",)
     env: dict[str, str] = field(default_factory=dict)
+
+
+# What /sys/kernel/iommu_groups/<grp_id>/type reads (Documentation/ABI/testing/sysfs-kernel-iommu_groups:
+# DMA = translated, DMA-FQ = translated with batched invalidation, identity = not translated, i.e. the
+# kernel's iommu=pt passthrough), plus "none": the GPU is in no IOMMU group (IOMMU off).
+IOMMU_MODES = ("none", "identity", "DMA", "DMA-FQ")
+
+
+@dataclass(frozen=True)
+class Gpudirect:
+    """``gpudirect.iommu``: the IOMMU modes accepted on the GPUs (empty: not checked). NVIDIA's advice for
+    PCIe peer-to-peer on bare metal is IOMMU off or passthrough (``iommu=pt``): [none, identity]."""
+
+    iommu: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,16 @@ def parse_sharp(top: Section) -> Sharp:
         hello=sh.str_list("hello", "a command as a list of strings", default=("sharp_hello",)),
         env=sh.str_map("env"),
     )
+
+
+def parse_gpudirect(top: Section) -> Gpudirect:
+    """The ``gpudirect`` section (what IOMMU mode the GPUs may be in)."""
+    g = top.section("gpudirect", ["iommu"])
+    modes = g.str_list("iommu", "a list of IOMMU modes", default=())
+    for i, mode in enumerate(modes):
+        if mode not in IOMMU_MODES:
+            raise g.error(f"iommu[{i}]", f"one of {', '.join(IOMMU_MODES)}", mode)
+    return Gpudirect(iommu=tuple(modes))
 
 
 def parse_tools(top: Section) -> Tools:

@@ -238,7 +238,12 @@ class JobLayer:
         self._write_script(job.name, script)
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
         snap_argv = counters_argv(self.site, job.nodes)
-        snap_line = f"{shlex.join(snap_argv)} --label <job>-s<k>  # port counters\n" if snap_argv else ""
+        snap_line = (
+            f"{shlex.join(snap_argv)} --rails <spool>/meta/node-rails.json --out <spool>/counters "
+            "--label <job>-s<k> --meta <labels>  # port counters (driver.py)\n"
+            if snap_argv
+            else ""
+        )
         lines = [snap_line] + [
             f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
             + "".join(shlex.join(s.argv) + " &\n" for s in r.steps)

@@ -8,7 +8,8 @@ Evidence: probes/gpudirect.py. Verdicts:
   troubleshooting guide ("GPU-to-NIC communication") names both routes;
 - ``gpudirect.acs`` on ``<node>:gpu<k>``: no bridge between GPU k and its rail NIC(s) has ACS
   redirect on (lspci ACSCtl; NCCL troubleshooting "PCI Access Control Services (ACS)");
-- ``gpudirect.iommu`` on ``<node>``: the IOMMU mode seen on the GPUs; SKIP while sites cannot declare one;
+- ``gpudirect.iommu`` on ``<node>``: the IOMMU mode of the GPUs' groups against the site's ``gpudirect.iommu``
+  (SKIP, saying what was seen, when the site declares none);
 - ``gpudirect.write_bw`` on ``<node>:rail<k>``: loopback ``ib_write_bw --use_cuda`` on the rail, Gb/s
   against the baseline of ``gpudirect.write_bw.<node>.rail<k>``;
 - ``gpudirect.nccl_gdrdma`` on ``<node>``: an NCCL INFO log of a multi-node run shows ``/GDRDMA`` on every
@@ -198,23 +199,31 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     return expect(check, FAMILY, subject, True, msg, evidence=tuple(ev))
 
 
-def _iommu(node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Verdict:
-    paths = [f"{PCI_DEVICES}/{a}/iommu_group/type" for a in addrs.values()]
-    seen = [ne.text(p) for p in paths]
-    modes = sorted({m for m in seen if m})
-    ev = tuple(p for p in (ne.archived(x) for x in paths) if p)
-    observed = (
-        f"{', '.join(modes)} on the GPUs' IOMMU groups"
-        if modes
-        else "no IOMMU group on the GPUs (IOMMU off, or not exposed)"
+def _iommu(site: Site, node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Verdict:
+    """The IOMMU mode of every GPU's group (``iommu_group/type``; no group: "none") against the site's
+    ``gpudirect.iommu``. A translating IOMMU (DMA, DMA-FQ) on the GPUs breaks or slows PCIe peer-to-peer
+    between GPU and NIC on bare metal; NVIDIA advises IOMMU off or passthrough (iommu=pt: "identity")."""
+    check, accepted = "gpudirect.iommu", site.gpudirect.iommu
+    paths = {k: f"{PCI_DEVICES}/{a}/iommu_group/type" for k, a in addrs.items()}
+    ev = tuple(p for p in (ne.archived(x) for x in paths.values()) if p)
+    mode = {k: ne.text(p) or "none" for k, p in paths.items()}
+    modes = sorted(set(mode.values()))
+    gpus = {m: ", ".join(str(k) for k in sorted(mode) if mode[k] == m) for m in modes}
+    label = {"none": "off (no IOMMU group)", "identity": "passthrough (identity)"}
+    observed = ", ".join(f"{label.get(m, m)} on GPU {gpus[m]}" for m in modes) or "-"
+    if not accepted:
+        why = f"{node}: the site declares no IOMMU mode to check (gpudirect.iommu); observed: {observed}"
+        return skip(check, FAMILY, node, why, ev)
+    if not addrs:
+        return error(check, FAMILY, node, f"{node}: no GPU PCI address known, IOMMU mode not read", ev)
+    bad = [m for m in modes if m not in accepted]
+    msg = (
+        f"{node}: IOMMU {observed}; the site accepts {', '.join(accepted)} (a translating IOMMU on the "
+        "GPUs breaks or slows GPUDirect peer-to-peer: boot with iommu=pt, or the IOMMU off)"
+        if bad
+        else f"{node}: IOMMU {observed}, as the site accepts"
     )
-    return skip(
-        "gpudirect.iommu",
-        FAMILY,
-        node,
-        f"{node}: the site declares no IOMMU mode to check; observed: {observed}",
-        ev,
-    )
+    return expect(check, FAMILY, node, not bad, msg, value=",".join(modes), evidence=ev)
 
 
 def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
@@ -336,7 +345,7 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> Ve
 
 def _node(site: Site, node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> list[Verdict]:
     addrs, why = gpu_addresses(ne)
-    out = [_peermem(node, ne), _iommu(node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
+    out = [_peermem(node, ne), _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
     for k in range(site.node_type(node).gpus):
         if _no_hca(ne):
             out.append(skip("gpudirect.acs", FAMILY, gpu_subject(node, k), _no_rdma(node), _ib_ev(ne)))

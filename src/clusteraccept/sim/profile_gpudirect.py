@@ -112,6 +112,8 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part.commands += [("uname -r", KERNEL, 0), ("lsmod", lsmod, 0)]
     done: set[str] = set()
     for s in slots:
+        if "iommu_translated" in kinds:  # the GPUs' group translated (iommu_group/type, sysfs ABI)
+            part.files[f"{s.gpu_dir}/iommu_group/type"] = "DMA-FQ\n"
         for bdf, kind in _bridges(s):
             # ACS redirect on the switch ports (not the root port) above this GPU and its NIC
             on = s.gpu in acs_gpus and kind == "Downstream Port"

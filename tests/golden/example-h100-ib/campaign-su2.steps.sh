@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 0: intra-node (16 concurrent steps)
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -19,7 +19,7 @@ srun -N 1 -n 8 --ntasks-per-node=8 -w gpu030 --exact --overlap --cpus-per-task=1
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 1: sendrecv pairs 1 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -86,7 +86,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 2: sendrecv pairs 2 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -153,7 +153,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 3: sendrecv pairs 3 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -220,7 +220,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 4: sendrecv pairs 4 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -287,7 +287,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 5: sendrecv pairs 5 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -354,7 +354,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 6: sendrecv pairs 6 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -421,7 +421,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 7: sendrecv pairs 7 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -488,7 +488,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 8: sendrecv pairs 8 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -555,7 +555,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 9: sendrecv pairs 9 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -622,7 +622,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 10: sendrecv pairs 10 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -689,7 +689,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 11: sendrecv pairs 11 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -756,7 +756,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 12: sendrecv pairs 12 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -823,7 +823,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 13: sendrecv pairs 13 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -890,7 +890,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 14: sendrecv pairs 14 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -957,7 +957,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 15: sendrecv pairs 15 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1024,7 +1024,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 16: all_reduce pairs 1 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1091,7 +1091,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu024,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 17: all_reduce pairs 2 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1158,7 +1158,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu023,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 18: all_reduce pairs 3 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1225,7 +1225,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu022,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 19: all_reduce pairs 4 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1292,7 +1292,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu021,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 20: all_reduce pairs 5 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1359,7 +1359,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu020,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 21: all_reduce pairs 6 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1426,7 +1426,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu019,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 22: all_reduce pairs 7 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1493,7 +1493,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 23: all_reduce pairs 8 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1560,7 +1560,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu018,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 24: all_reduce pairs 9 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu024 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1627,7 +1627,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu031,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 25: all_reduce pairs 10 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu023 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1694,7 +1694,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu030,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 26: all_reduce pairs 11 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu022 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1761,7 +1761,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu029,gpu030 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 27: all_reduce pairs 12 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1828,7 +1828,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu028,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 28: all_reduce pairs 13 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu020 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1895,7 +1895,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu027,gpu028 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 29: all_reduce pairs 14 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu019 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1962,7 +1962,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu026,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 30: all_reduce pairs 15 (64 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu017,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -2029,20 +2029,20 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu025,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 31: block all_reduce (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 32: block alltoall (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 33: sharp on (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
 # round 34: sharp off (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --label <job>-s<k>  # port counters
+srun -N 16 -n 16 --ntasks-per-node=1 -w 'gpu[017-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)

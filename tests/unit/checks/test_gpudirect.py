@@ -17,6 +17,7 @@ import yaml
 from clusteraccept import driver, session
 from clusteraccept.baselines import Outcome, Verdict
 from clusteraccept.checks.gpudirect import driver_flavor
+from clusteraccept.errors import SiteConfigError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers.lspci import parse as parse_lspci
 from clusteraccept.probes import gpudirect as probe_gpudirect
@@ -90,7 +91,10 @@ def test_demo_faults_fail_exactly_their_check(demo_run: Run) -> None:
     assert bw.labels["key"] == "gpudirect.write_bw.node2.rail3"
     nccl = one(verdicts, "gpudirect.nccl_gdrdma", "node1")
     assert nccl.outcome is Outcome.SKIP and nccl.message == "needs the pair campaign's NCCL INFO log"
-    assert "observed: no IOMMU group on the GPUs" in one(verdicts, "gpudirect.iommu", "node1").message
+    iommu = one(verdicts, "gpudirect.iommu", "node1")  # demo.yaml accepts [none, identity]
+    assert iommu.outcome is Outcome.PASS and iommu.message == (
+        "node1: IOMMU off (no IOMMU group) on GPU 0, 1, 2, 3, 4, 5, 6, 7, as the site accepts"
+    )
     for v in verdicts:
         if v.outcome in (Outcome.PASS, Outcome.FAIL):
             assert v.evidence and all((tmp / p).exists() for p in v.evidence), v.test_id
@@ -194,6 +198,34 @@ def test_nccl_info_log_gdrdma_per_node() -> None:
         assert v.outcome is (Outcome.PASS if ok else Outcome.FAIL), v.message
         assert v.evidence == (f"raw/nccl/{name}.json",)
         assert ("NET channels use /GDRDMA" in v.message) and (ok or "via NET/IB/" in v.message)
+
+
+def test_iommu_mode_against_the_site(tmp_path: Path) -> None:
+    data = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    data["sim"]["faults"] = [{"kind": "iommu_translated", "node": "node2"}]
+    site = parse_site(CONFIGS / "demo.yaml", data)
+    verdicts = gd(site, collect(site, ("gpudirect",), tmp_path)["gpudirect"])
+    bad = one(verdicts, "gpudirect.iommu", "node2")
+    assert bad.outcome is Outcome.FAIL and bad.message.startswith(
+        "node2: IOMMU DMA-FQ on GPU 0, 1, 2, 3, 4, 5, 6, 7; the site accepts none, identity (a translating "
+        "IOMMU on the GPUs breaks or slows GPUDirect peer-to-peer"
+    )
+    assert bad.value == "DMA-FQ" and len(bad.evidence) == 8
+    assert one(verdicts, "gpudirect.iommu", "node1").outcome is Outcome.PASS
+    del data["gpudirect"]
+    unset = parse_site(CONFIGS / "demo.yaml", data)
+    evidence = collect(unset, ("gpudirect",), tmp_path / "u")["gpudirect"]
+    v = one(gd(unset, evidence), "gpudirect.iommu", "node2")
+    assert v.outcome is Outcome.SKIP and v.message == (
+        "node2: the site declares no IOMMU mode to check (gpudirect.iommu); observed: DMA-FQ on GPU 0, 1, 2, "
+        "3, 4, 5, 6, 7"
+    )
+    data["gpudirect"] = {"iommu": ["pt"]}
+    with pytest.raises(SiteConfigError) as err:
+        parse_site(CONFIGS / "demo.yaml", data)
+    assert str(err.value).endswith(
+        "gpudirect.iommu[0]: expected one of none, identity, DMA, DMA-FQ, got 'pt'"
+    ), str(err.value)
 
 
 def test_demo_yaml_lists_one_fault_of_each_kind_off_node3() -> None:
