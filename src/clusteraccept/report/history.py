@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.report.model import Digest, digest
+from clusteraccept.report.model import Digest, digest, partial
 
 STORE = "history.sqlite"
 NIGHTS = 14
@@ -101,7 +101,13 @@ def record(
     stats: Mapping[str, KeyStat],
     counts: Mapping[str, int],
 ) -> None:
-    """Add (or, for a re-judged run, replace) this run in the store; ``counts``: verdicts per outcome."""
+    """Add (or, for a re-judged run, replace) this run in the store; ``counts``: verdicts per outcome.
+
+    A partial run (``-k``, ``--only-due``: report.model.partial) keeps its run row but adds no key medians:
+    the median of the few pairs it tested is not comparable with a full night's, and would pull the
+    rolling medians of the runs after it."""
+    if partial(results):
+        stats = {}
     counts = {o: counts.get(o, 0) for o in ("pass", "fail", "error", "skip", "waived")}
     run_id = str(results["run_id"])
     with closing(connect(store)) as con, con:

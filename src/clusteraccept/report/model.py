@@ -263,6 +263,12 @@ def banner(
     return Banner("ACCEPT", (f"every check passed or was skipped with a reason{waived}",))
 
 
+def partial(results: Mapping[str, Any]) -> bool:
+    """A run that tested part of the site on purpose (-k subset, --only-due short of everything)."""
+    scope = results.get("scope") or {}
+    return bool(results.get("subset")) or bool(scope.get("only_due") and not scope.get("all_due"))
+
+
 def scope_reason(scope: Mapping[str, Any]) -> str:
     """The banner's line for a --only-due run (results.json ``scope``)."""
     nodes, links = len(scope.get("nodes", ())), int(scope.get("n_links", 0))

@@ -100,6 +100,30 @@ def test_a_rejudged_run_replaces_its_row(tmp_path: Path) -> None:
         assert con.execute("SELECT key, n, median, n_fail FROM key_stats").fetchall() == [(KEY, 1, 40.0, 1)]
 
 
+def test_partial_runs_add_no_medians(tmp_path: Path) -> None:
+    """A -k subset or a due-only night measured a few pairs: its medians never enter the rolling ones."""
+    runs = nightly(tmp_path, [(46.0, 10.0), (46.2, 10.1), (45.9, 9.9)])
+    store = tmp_path / "nightly" / history.STORE
+    for night, extra in ((4, {"subset": True}), (5, {"scope": {"only_due": True, "all_due": False}})):
+        run = tmp_path / "nightly" / f"202611{night:02d}T020000Z-000{night}"
+        run.mkdir(parents=True)
+        write_json(run / "results.json", results(run.name, night, 30.0, 10.0, **extra))
+        write_reports(run)
+    full = tmp_path / "nightly" / "20261106T020000Z-0006"
+    full.mkdir()
+    write_json(
+        full / "results.json", results(full.name, 6, 46.0, 10.0, scope={"only_due": True, "all_due": True})
+    )
+    write_reports(full)
+    with sqlite3.connect(store) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (6,)  # every run is listed
+        with_medians = con.execute("SELECT DISTINCT run_id FROM key_stats ORDER BY run_id").fetchall()
+    assert [r for (r,) in with_medians] == [p.name for p in runs] + [full.name]
+    last = json.loads((full / "results.json").read_text())
+    (busbw,) = [t for t in history.trends(store, last, history.key_stats(last)) if t.key == KEY]
+    assert busbw.n_prev == 3 and not busbw.regression  # the 30 GB/s partial nights did not count
+
+
 def test_compare_two_runs(tmp_path: Path) -> None:
     before = results("r1", 1, 46.0)
     now = results("r2", 2, 46.0, baselines_sha256="b2")
