@@ -85,17 +85,33 @@ def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = Fals
     return replace(ev, host=step.subject, meta={**ev.meta, **step.meta(), "round": round_label})
 
 
+def _write(path: Path, ev: Evidence) -> None:
+    """One spool file, replaced whole: a job killed mid-write leaves the old file or none, never half."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(redact_evidence(ev).to_dict()))  # the spool is evidence on disk: no secret
+    tmp.replace(path)
+
+
 def _snapshot(
     job: CampaignJob, snap: dict[str, Any], spool: Path, seq: int, after: Round | None, local: bool
 ) -> list[Evidence]:
     """Port counters of every node of the allocation now (probes/counters.py), labelled with the round
-    that just ended and, per node, the steps it was in during that round (the delta's owners)."""
+    that just ended and, per node, the steps it was in during that round (the delta's owners: one step per
+    rail in a pair round, the whole node's in a block or intra-node round). A snapshot srun that fails is
+    kept as evidence too (the judge then names the rounds it could not cover)."""
     from clusteraccept.probes import counters
 
     label = f"{job.name}-s{seq:03d}"
-    meta = {"check": "nccl", "window": "traffic", "campaign": job.name, "seq": str(seq)}
+    meta = {
+        "check": "nccl",
+        "window": "traffic",
+        "campaign": job.name,
+        "seq": str(seq),
+        "of": str(len(job.rounds) + 1),  # snapshots the campaign takes: a missing tail is visible
+    }
     out_dir = spool / "counters"
     rails_file = spool / "meta" / "node-rails.json"  # not a step result: not beside them
+    out: list[Evidence] = []
     if local:  # every node is this machine: one snapshot per simulated node, in turn
         import os
 
@@ -109,14 +125,16 @@ def _snapshot(
             os.environ["CLUSTERACCEPT_HOSTNAME"] = was
     else:
         argv = [*snap["argv"], "--rails", str(rails_file), "--out", str(out_dir), "--label", label]
-        runner.run([*argv, "--meta", json.dumps(meta)], timeout_s=float(snap["timeout_s"]), source="srun")
-    out = []
+        argv += ["--meta", json.dumps(meta)]
+        ev = runner.run(argv, timeout_s=float(snap["timeout_s"]), source="srun")
+        if not ev.ok:
+            out.append(replace(ev, host=job.name, meta={**meta, "role": "counters-srun", "snapshot": label}))
     for path in sorted(out_dir.glob(f"{slug(label)}-*.json")):
         ev = Evidence.from_dict(json.loads(path.read_text()))
         steps = [f"{s.collective}:{s.subject}" for s in (after.steps if after else ()) if ev.host in s.nodes]
         extra = {"after_round": after.label if after else "", "during": "|".join(steps)}
         ev = replace(ev, meta={**ev.meta, **extra})
-        path.write_text(json.dumps(ev.to_dict()))  # the spool copy carries the attribution too
+        _write(path, ev)  # the spool copy carries the attribution too
         out.append(ev)
     return out
 
@@ -133,8 +151,8 @@ def drive_campaign(
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
     killed half-way still leaves the evidence of the steps it finished. With ``snap`` (``argv``: the srun
     of step_argv.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node are
-    snapshotted before the first round and after each one (rounds are matchings, so each node's delta
-    over a round belongs to the one step it was in).
+    snapshotted before the first round and after each one (rounds are matchings, so a node's delta over a
+    round belongs to the steps it was in: one per rail in a pair round).
     """
     import signal
 
@@ -156,12 +174,10 @@ def drive_campaign(
             evs = [f.result() for f in futures]
         wall = time.monotonic() - t0
         for ev in evs:
-            ev = replace(ev, meta={**ev.meta, "round_wall_s": f"{wall:.3f}"})
+            ev = replace(ev, meta={**ev.meta, "round_wall_s": f"{wall:.3f}", "round_index": str(seq)})
             results.append(ev)
             if spool_dir:
-                (spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json").write_text(
-                    json.dumps(redact_evidence(ev).to_dict())  # the spool is evidence on disk: no secret
-                )
+                _write(spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json", ev)
         if counting and snap and spool_dir:
             results += _snapshot(job, snap, spool_dir, seq, rnd, local)
     return results

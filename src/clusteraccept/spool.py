@@ -14,17 +14,29 @@ from clusteraccept.evidence import Evidence
 
 
 def mark_killed(evidence: list[Evidence], state: str) -> list[Evidence]:
-    """Steps that did not exit 0 in a campaign Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED,
-    our own WAIT_TIMEOUT...) carry ``killed_with_job=<state>``: their failure says what happened to the job,
-    not to the hardware, so the judge reports them as not tested (ERROR) and ``--resume`` reruns them."""
+    """The spool of a campaign whose result never came back (Slurm ended it: NODE_FAIL, TIMEOUT,
+    PREEMPTED, CANCELLED, our own WAIT_TIMEOUT...): the steps of its LAST spooled round that did not exit 0
+    carry ``killed_with_job=<state>``. They ran while the job was dying (a node going down fails its steps,
+    the round ends, then Slurm ends the job), so their failure says what happened to the job, not to the
+    hardware: the judge reports them as not tested (ERROR) and ``--resume`` reruns them. Failures of earlier
+    rounds are results and stay failures."""
     if state.split(" ")[0] in ("COMPLETED", "FINISHED", "DONE"):
         return evidence
+    rounds = [int(ev.meta["round_index"]) for ev in evidence if ev.meta.get("round_index", "").isdigit()]
+    last = str(max(rounds)) if rounds else None
     return [
         replace(ev, meta={**ev.meta, "killed_with_job": state.split(" ")[0]})
-        if "collective" in ev.meta and ev.returncode != 0
+        if "collective" in ev.meta and ev.returncode != 0 and ev.meta.get("round_index") == last
         else ev
         for ev in evidence
     ]
+
+
+def _load(path: Path) -> Evidence | None:
+    try:
+        return Evidence.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # half written when the job died (the driver replaces files whole; older spools)
 
 
 def read_spool(spool: Path | None) -> list[Evidence]:
@@ -32,4 +44,4 @@ def read_spool(spool: Path | None) -> list[Evidence]:
     if spool is None or not spool.is_dir():
         return []
     files = [*sorted(spool.glob("*.json")), *sorted((spool / "counters").glob("*.json"))]
-    return [Evidence.from_dict(json.loads(f.read_text())) for f in files]
+    return [ev for ev in map(_load, files) if ev is not None]

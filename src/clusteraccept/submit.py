@@ -239,8 +239,9 @@ class JobLayer:
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
         snap_argv = counters_argv(self.site, job.nodes)
         snap_line = (
-            f"{shlex.join(snap_argv)} --rails <spool>/meta/node-rails.json --out <spool>/counters "
-            "--label <job>-s<k> --meta <labels>  # port counters (driver.py)\n"
+            # a comment: the driver fills the spool paths and labels in (the file stays valid bash)
+            f"# port counters (driver.py): {shlex.join(snap_argv)} --rails SPOOL/meta/node-rails.json "
+            "--out SPOOL/counters --label JOB-sK --meta LABELS\n"
             if snap_argv
             else ""
         )
@@ -267,7 +268,8 @@ class JobLayer:
                 float(self.site.slurm.step_timeout_s),
                 str(spool),
                 self.executor_name != "slurm",
-                {"argv": list(snap_argv), "rails": node_rails(self.site, job.nodes), "timeout_s": 60.0},
+                # 110 s: inside the snapshot step's own srun -t 2 (templates/counters_step.j2)
+                {"argv": list(snap_argv), "rails": node_rails(self.site, job.nodes), "timeout_s": 110.0},
                 node=job.nodes[0],
             )
         except SubmitError as exc:
@@ -317,8 +319,8 @@ class JobLayer:
                 evidence.extend(p.job.result())
             except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
                 errors.append(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-                evidence.extend(read_spool(p.spool))
-            evidence = mark_killed(evidence, state)
+                # only here: a driver that returned ran every round to its end, nothing was killed
+                evidence.extend(mark_killed(read_spool(p.spool), state))
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
         msg = f"Slurm job {job_id} ended {state}"

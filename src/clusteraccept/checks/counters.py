@@ -1,7 +1,9 @@
 """Port counter deltas as evidence (probes/counters.py snapshots -> verdicts per ``node:railK``).
 
 A campaign snapshots every node's counters before its first round and after each round; rounds are
-matchings, so a node's delta over one round belongs to the one step it was in (meta ``during``). Verdicts:
+matchings, so a rail's delta over one round belongs to the one step that used it (meta ``during``: the
+node's steps of that round, one per rail in a pair round). A missing snapshot merges the intervals around
+it (the rise still counts, attributed to those rounds together). Verdicts:
 
 - ``nccl.link_errors`` (any link layer): an IB PMA error counter (symbol_error, link_downed, port_rcv_errors,
   port_xmit_discards, ...) rose while traffic ran. Bandwidth that passes on a link taking errors is a
@@ -20,13 +22,13 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import counters as pc
-from clusteraccept.probes.counters import IB_ERRORS
+from clusteraccept.probes.counters import IB_DATA, IB_ERRORS, IB_WIDTH_BITS
 from clusteraccept.site_settings import Roce
 
 Archived = tuple[Evidence, str]
@@ -45,6 +47,8 @@ class Interval:
     paths: tuple[str, str]
     span_s: float
     t_end: float = 0.0
+    merged: int = 1  # rounds this interval spans (> 1: snapshots in between are missing)
+    saturated: dict[int, tuple[str, ...]] = field(default_factory=dict)  # rail -> counters at their max
 
     def steps_on(self, rail: int) -> str:
         """The steps of this interval that used ``rail`` (pair steps name it; block/intra use every rail)."""
@@ -52,6 +56,8 @@ class Interval:
             return ""  # nothing recorded about the interval (not a campaign's)
         own = [d for d in self.during if ":rail" not in d or d.endswith(f":rail{rail}")]
         where = f" (round '{self.after_round}')" if self.after_round else ""
+        if self.merged > 1:
+            where = f" (the {self.merged} rounds up to '{self.after_round}': snapshots in between missing)"
         return (", ".join(own) if own else "no step on this rail") + where
 
 
@@ -74,27 +80,25 @@ def intervals(snaps: Sequence[Archived]) -> tuple[list[Interval], list[str]]:
     for campaign, snaps_of in sorted(by_campaign.items()):
         snaps_of.sort(key=lambda s: s[0])
         for (k0, e0, p0, s0), (k1, e1, p1, s1) in itertools.pairwise(snaps_of):
-            if k1 != k0 + 1:
-                problems.append(f"{campaign}: snapshots {k0 + 1}..{k1 - 1} missing (their rounds unjudged)")
-                continue
+            if k1 != k0 + 1:  # merge across the gap: a rise in the missing rounds still counts
+                problems.append(f"{campaign}: snapshots {k0 + 1}..{k1 - 1} missing (rounds merged)")
             rails = {r: pc.delta(s0.rails[r], s1.rails[r]) for r in s0.rails.keys() & s1.rails.keys()}
             t = [float(e.meta.get("t_s", "0") or 0) for e in (e0, e1)]
             during = tuple(d for d in e1.meta.get("during", "").split("|") if d)
+            after = e1.meta.get("after_round", "")
+            full = {r: _at_max(s1.rails[r]) for r in rails}
             window = e1.meta.get("window", "traffic")
-            out.append(
-                Interval(
-                    campaign,
-                    window,
-                    e1.meta.get("after_round", ""),
-                    during,
-                    rails,
-                    (p0, p1),
-                    t[1] - t[0],
-                    t[1],
-                )
-            )
+            iv = Interval(campaign, window, after, during, rails, (p0, p1), t[1] - t[0], t[1], k1 - k0)
+            out.append(replace(iv, saturated={r: v for r, v in full.items() if v}))
+        last, expected = snaps_of[-1][0], snaps_of[-1][1].meta.get("of", "")
+        if expected.isdigit() and last < int(expected) - 1:
+            problems.append(f"{campaign}: snapshots after {last} missing (its last rounds not covered)")
     out.sort(key=lambda i: i.t_end)  # the order things happened in, whatever the campaign
     return out, problems
+
+
+def _at_max(r: pc.RailCounters) -> tuple[str, ...]:
+    return tuple(n for n, bits in IB_WIDTH_BITS.items() if r.ib.get(n) == (1 << bits) - 1)
 
 
 def _windows(ivs: list[Interval], rail: int) -> tuple[list[Interval], str]:
@@ -140,6 +144,13 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
             f"{where}: counters went backwards between snapshots ({', '.join(back)}): reset or driver reload"
         )
         return error(check, "nccl", subject, why, _paths(used))
+    stuck = sorted({n for i in used for n in i.saturated.get(rail, ()) if n in IB_ERRORS})
+    if stuck:
+        why = (
+            f"{where}: {', '.join(stuck)} sit at their maximum (PMA counters stop there), so a rise cannot "
+            "show: reset the port's counters and run again"
+        )
+        return error(check, "nccl", subject, why, _paths(used))
     rose: list[str] = []
     total = 0
     for i in used:
@@ -157,7 +168,16 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
             "bandwidth, a port taking errors is a finding (reseat or replace the cable/transceiver)"
         )
         return expect(check, "nccl", subject, False, msg, value=total, evidence=_paths(used))
-    msg = f"{where}: no error counter rose over {len(used)} traffic intervals ({data_B / 1e9:.1f} GB moved)"
+    data_known = all(n in i.rails[rail].ib for i in used for n in IB_DATA)
+    data_stuck = any(n in IB_DATA for i in used for n in i.saturated.get(rail, ()))
+    if data_known and not data_stuck and data_B == 0:
+        why = f"{where}: no traffic crossed this port while the campaign ran (its data counters did not move)"
+        return skip(check, "nccl", subject, why, _paths(used))
+    note = f"; but {'; '.join(problems[:2])}" if problems else ""
+    msg = (
+        f"{where}: no error counter rose over {len(used)} traffic intervals ({data_B / 1e9:.1f} GB moved)"
+        f"{note}"
+    )
     return expect(check, "nccl", subject, True, msg, value=0, evidence=_paths(used))
 
 
@@ -224,6 +244,10 @@ def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequen
     if found:
         msg = f"{where}: {' | '.join(found)} in the {span} {window} window, expected none"
         return expect(check, "roce", subject, False, msg, value=len(found), evidence=_paths(used))
+    counted = all(e is not None and e.get(f"rx_prio{p}_bytes") is not None for e in eth)
+    if window == "traffic" and counted and total_B == 0:
+        why = f"{where}: no RoCE traffic crossed this port while the campaign ran (per-priority bytes still)"
+        return skip(check, "roce", subject, why, _paths(used))
     if window == "idle":
         return skip(
             check,

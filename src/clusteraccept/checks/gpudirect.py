@@ -204,9 +204,19 @@ def _iommu(site: Site, node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Ve
     ``gpudirect.iommu``. A translating IOMMU (DMA, DMA-FQ) on the GPUs breaks or slows PCIe peer-to-peer
     between GPU and NIC on bare metal; NVIDIA advises IOMMU off or passthrough (iommu=pt: "identity")."""
     check, accepted = "gpudirect.iommu", site.gpudirect.iommu
-    paths = {k: f"{PCI_DEVICES}/{a}/iommu_group/type" for k, a in addrs.items()}
-    ev = tuple(p for p in (ne.archived(x) for x in paths.values()) if p)
-    mode = {k: ne.text(p) or "none" for k, p in paths.items()}
+    groups = {k: f"{PCI_DEVICES}/{a}/iommu_group" for k, a in addrs.items()}
+    paths = {k: f"{g}/type" for k, g in groups.items()}
+    ev = tuple(p for p in (ne.archived(x) for x in (*paths.values(), *groups.values())) if p)
+
+    def mode_of(k: int) -> str:
+        text, names = ne.text(paths[k]), ne.listing(groups[k])
+        if text:
+            return text
+        if names is None or not names:  # no group (or a run that did not list it): IOMMU off
+            return "none"
+        return "unknown"  # a group, but no readable type: the kernel does not say, or it was unreadable
+
+    mode = {k: mode_of(k) for k in paths}
     modes = sorted(set(mode.values()))
     gpus = {m: ", ".join(str(k) for k in sorted(mode) if mode[k] == m) for m in modes}
     label = {"none": "off (no IOMMU group)", "identity": "passthrough (identity)"}
@@ -216,6 +226,9 @@ def _iommu(site: Site, node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Ve
         return skip(check, FAMILY, node, why, ev)
     if not addrs:
         return error(check, FAMILY, node, f"{node}: no GPU PCI address known, IOMMU mode not read", ev)
+    if "unknown" in modes:
+        why = f"{node}: the GPUs are in an IOMMU group whose type cannot be read ({observed}); mode unknown"
+        return error(check, FAMILY, node, why, ev)
     bad = [m for m in modes if m not in accepted]
     msg = (
         f"{node}: IOMMU {observed}; the site accepts {', '.join(accepted)} (a translating IOMMU on the "

@@ -293,7 +293,8 @@ def link_error_verdicts(
     for a in snaps:
         by_node.setdefault(a[0].host, []).append(a)
     out = []
-    for node in nodes:
+    # every node with snapshots too: a due-only run's partners are counted, and their errors never hidden
+    for node in dict.fromkeys([*nodes, *(n for n in site.nodes if n in by_node)]):
         ivs, problems = counters.intervals(by_node.get(node, []))
         for r in site.node_type(node).rails:
             where = f"{node} rail{r.index} ({r.hca} port {r.port})"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 LINK_CHECKS = ("nccl.launch", "nccl.busbw")
+NODE_NCCL_CHECKS = ("nccl.localization", "nccl.link_errors")  # nccl verdicts about a node (or its port)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ def judged(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[dict[str, 
             seen_l.setdefault(link, set()).add(outcome)
             continue
         node = subject.split(":", 1)[0]
-        if node in known and (v["family"] != "nccl" or v["check"] == "nccl.localization"):
+        # node checks, localization and the node's port counters (nccl.link_errors on "<node>:rail<k>")
+        if node in known and (v["family"] != "nccl" or v["check"] in NODE_NCCL_CHECKS):
             seen_n.setdefault(node, set()).add(outcome)
 
     def ok(outcomes: set[str]) -> bool:

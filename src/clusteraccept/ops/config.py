@@ -12,7 +12,7 @@ nightly:
   only_due: false                           # true: test only what is attestation-due (pytest --only-due)
 drain:
   max_fraction: 0.125                       # never drain more than this share of a block in one run
-  checks: ["nccl.localization", "topology.*", "gpudirect.*", "roce.*"]  # what convicts a node
+  checks: ["nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*"]  # convicts a node
 attest:
   ttl_days: 7                               # an attestation of a node or link is valid this long
 ```
@@ -27,7 +27,7 @@ from clusteraccept.errors import SiteConfigError
 from clusteraccept.schema import Section
 
 KEYS = ("nightly", "drain", "attest")
-DEFAULT_DRAIN_CHECKS = ("nccl.localization", "topology.*", "gpudirect.*", "roce.*")
+DEFAULT_DRAIN_CHECKS = ("nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.ops.cron import parse_scrontab
-from clusteraccept.ops.scope import nothing_due, partial, summary_line
+from clusteraccept.ops.scope import due_partial, nothing_due, summary_line
 from clusteraccept.render import REPO_ROOT, render
 from clusteraccept.report.model import NOTHING_DUE
 from clusteraccept.site import Site
@@ -152,7 +152,7 @@ def reference(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[s
     is compared with the run that last did."""
     runs = good_runs(run_root, results, store)
     newest = next(runs, None)
-    if newest is None or not (partial(results) or partial(newest)):
+    if newest is None or not (due_partial(results) or due_partial(newest)):
         return newest
     wanted = _judged_ids(results)
     merged: dict[str, Any] = {**newest, "verdicts": [], "backfilled_from": []}
@@ -163,7 +163,7 @@ def reference(run_root: Path, results: Mapping[str, Any], store: Path) -> dict[s
             merged["backfilled_from"].append(run.get("run_id"))
         merged["verdicts"] += [v for v in run["verdicts"] if f"{v['check']}[{v['subject']}]" in ids]
         covered |= ids
-        if covered >= wanted or not partial(run):  # a full run judged everything it could
+        if covered >= wanted or not due_partial(run):  # a full run judged everything it could
             break
     return merged
 
@@ -268,7 +268,7 @@ def night(
         results = read_json(run_dir / "results.json")
         store = reports / site.name / "history.sqlite"
         flags: list[str] = []
-        if store.exists() and not partial(results):
+        if store.exists() and not due_partial(results):
             # a due-only night's medians are those of its due subjects: not comparable with the full
             # nights' rolling medians (and biased to the subjects that failed last time)
             from clusteraccept.report.history import key_stats, trends

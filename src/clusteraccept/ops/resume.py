@@ -124,11 +124,11 @@ def what_to_rerun(results: Mapping[str, Any], plan: Plan) -> Rerun:
     for v in results.get("verdicts", []):
         if v["outcome"] != "error":
             continue
-        if v["family"] == "nccl":
+        if v["check"] == "nccl.launch":
             # nccl.launch on "<subject>:<collective>" (the step's own verdict)
             subject, _, collective = str(v["subject"]).rpartition(":")
             add(steps, f"{collective}:{subject}", planned)
-        else:
+        elif v["family"] != "nccl":  # the other nccl verdicts follow from the steps (localization, counters)
             add(nodes, str(v["subject"]).split(":", 1)[0], probe_nodes)
     for name in killed_steps(results):
         add(steps, name, planned)

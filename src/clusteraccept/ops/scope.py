@@ -155,8 +155,9 @@ def only_due(results: Mapping[str, Any]) -> bool:
     return bool((results.get("scope") or {}).get("only_due"))
 
 
-def partial(results: Mapping[str, Any]) -> bool:
-    """A due-only run that left something out (not every node was due)."""
+def due_partial(results: Mapping[str, Any]) -> bool:
+    """A due-only run that left something out (not every node was due). report.model.partial also counts
+    -k subsets; the nightly never runs one."""
     return only_due(results) and not results["scope"].get("all_due")
 
 

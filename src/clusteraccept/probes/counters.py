@@ -1,7 +1,8 @@
 """Port counter snapshots of every site rail on this node: evidence only (judged by checks/counters.py).
 
 Taken around traffic by the campaign driver (before the first round and after every round, so the delta
-of one interval belongs to the one step each node was in) and around the RoCE probe's idle window.
+of one interval belongs to the steps each node was in: one per rail in a pair round) and around the RoCE
+probe's idle window.
 
 Per rail (``rails``: gpu, hca, port, netdev, as session.probe_options' ``node_rails``):
 - ``/sys/class/infiniband/<hca>/ports/<port>/link_layer`` (Documentation/ABI/stable/sysfs-class-infiniband);
@@ -55,6 +56,20 @@ IB_ERRORS = (
     "excessive_buffer_overrun_errors",
 )
 IB_DATA = ("port_xmit_data", "port_rcv_data")
+# PMA PortCounters widths (drivers/infiniband/core/sysfs.c PORT_PMA_ATTR, IBTA PortCounters): these counters
+# stop at their maximum instead of wrapping, so a counter sitting there can no longer show a rise.
+IB_WIDTH_BITS = {
+    "symbol_error": 16,
+    "link_error_recovery": 8,
+    "link_downed": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_xmit_discards": 16,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "port_xmit_data": 32,  # 64 where the kernel reads PortCountersExtended instead
+    "port_rcv_data": 32,
+}
 CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
 
 
@@ -121,7 +136,8 @@ def snapshot_to(out_dir: Path, rails_file: Path, label: str, meta: dict[str, str
     from clusteraccept.redact import redact_evidence
 
     node_rails = json.loads(rails_file.read_text())
-    ev = snapshot(list(node_rails.get(runner.hostname(), [])), 30.0, {**meta, "snapshot": label})
+    # 10 s per ethtool: 8 rails stay inside the driver's 110 s for the whole snapshot step
+    ev = snapshot(list(node_rails.get(runner.hostname(), [])), 10.0, {**meta, "snapshot": label})
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(label)}-{slug(ev.host)}.json"
     tmp = path.with_suffix(f".tmp{os.getpid()}")

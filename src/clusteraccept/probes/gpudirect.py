@@ -29,6 +29,7 @@ from clusteraccept.probes.topology import (
     device_path,
     gpu_bdfs,
     hcas,
+    listing,
     resolved,
     timeout_of,
 )
@@ -128,6 +129,8 @@ def collect(options: dict[str, object]) -> list[Evidence]:
         runner.run(["lsmod"], timeout_s, source="lsmod"),
         *[runner.read(f"/sys/module/{m}/initstate") for m in PEERMEM_MODULES],
         *[runner.read(f"{PCI_DEVICES}/{b}/iommu_group/type") for b in bdfs],
+        # the group itself: absent = IOMMU off; present without "type" = a kernel too old to say the mode
+        *[listing(f"{PCI_DEVICES}/{b}/iommu_group")[0] for b in bdfs],
     ]
     links = [resolved(f"{PCI_DEVICES}/{b}") for b in bdfs] + [
         resolved(f"{IB_CLASS_DIR}/{h}/device") for h in names

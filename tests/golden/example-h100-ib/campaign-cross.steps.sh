@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 0: sendrecv cross-block pairs 1 (112 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -115,7 +115,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 1: sendrecv cross-block pairs 2 (120 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -238,7 +238,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 2: sendrecv cross-block pairs 3 (96 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -337,7 +337,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 3: sendrecv cross-block pairs 4 (72 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -412,7 +412,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 4: sendrecv cross-block pairs 5 (48 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -463,7 +463,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 5: sendrecv cross-block pairs 6 (24 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -490,7 +490,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 6: sendrecv cross-block pairs 7 (8 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -501,7 +501,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 7: all_reduce cross-block pairs 1 (112 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu018 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -616,7 +616,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu014,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 8: all_reduce cross-block pairs 2 (120 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu021 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -739,7 +739,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 9: all_reduce cross-block pairs 3 (96 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu025 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -838,7 +838,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu027 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 10: all_reduce cross-block pairs 4 (72 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu001,gpu026 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -913,7 +913,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 11: all_reduce cross-block pairs 5 (48 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu007,gpu032 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -964,7 +964,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 12: all_reduce cross-block pairs 6 (24 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu008,gpu029 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -991,7 +991,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu016,gpu017 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 13: all_reduce cross-block pairs 7 (8 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_3:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -1002,20 +1002,20 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_10:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w gpu015,gpu031 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_11:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 14: all nodes all_reduce (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 15: all nodes alltoall (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 16: sharp on (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=1 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 17: sharp off (1 concurrent steps)
 srun -N 32 -n 256 --ntasks-per-node=8 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env NCCL_COLLNET_ENABLE=0 NCCL_DEBUG=INFO /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails <spool>/meta/node-rails.json --out <spool>/counters --label <job>-s<k> --meta <labels>  # port counters (driver.py)
+# port counters (driver.py): srun -N 32 -n 32 --ntasks-per-node=1 -w 'gpu[001-032]' --exact --overlap --cpus-per-task=1 -t 2 /shared/clusteraccept/.venv/bin/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS

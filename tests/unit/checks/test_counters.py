@@ -72,8 +72,15 @@ def test_link_errors_fail_only_the_faulty_rail_and_name_the_step(
     n.pair_round("node1", "node2", list(range(8)), "sendrecv pairs 1")
     n.pair_round("node2", "node3", [1], "sendrecv pairs 2")
     verdicts = nccl.link_error_verdicts(s, n.snaps, s.nodes)
-    bad = [v for v in verdicts if v.outcome is not Outcome.PASS]
+    bad = [v for v in verdicts if v.outcome not in (Outcome.PASS, Outcome.SKIP)]
     assert [v.subject for v in bad] == ["node2:rail1"]
+    # rails no traffic crossed (node3's and node4's but rail1 of node3) are not passed: nothing was tested
+    idle = one(verdicts, "node4:rail0")
+    assert idle.outcome is Outcome.SKIP and idle.message == (
+        "node4 rail0 (mlx5_0 port 1): no traffic crossed this port while the campaign ran (its data "
+        "counters did not move)"
+    )
+    assert one(verdicts, "node3:rail1").outcome is Outcome.PASS
     assert bad[0].outcome is Outcome.FAIL and bad[0].value == 2 * (25 + 5)
     assert bad[0].message.startswith(
         "node2 rail1 (mlx5_1 port 1): error counters rose while traffic ran, in 2 of 2 intervals: "
@@ -106,7 +113,10 @@ def test_link_errors_skip_error_and_gaps(tmp_path: Path, monkeypatch: pytest.Mon
     # snapshot 1 missing: the interval 0..2 is not judged (its rounds are named as unjudged)
     n.pair_round("node1", "node2", [0], "r2")
     ivs, problems = counters.intervals([n.of("node1")[0], n.of("node1")[2]])
-    assert ivs == [] and problems == ["c: snapshots 1..1 missing (their rounds unjudged)"]
+    assert problems == ["c: snapshots 1..1 missing (rounds merged)"]
+    assert len(ivs) == 1 and ivs[0].merged == 2 and ivs[0].steps_on(0).endswith(
+        "(the 2 rounds up to 'r2': snapshots in between missing)"
+    )
     garbage = (Evidence("node1", "counters", stdout="nonsense\n", meta={"seq": "0"}), "raw/x.json")
     _, problems = counters.intervals([garbage])
     assert problems == [
@@ -161,3 +171,28 @@ def test_ports_without_pma_counters() -> None:
         ivs, problems = counters.intervals([snap(0, layer), snap(1, layer)])
         v = counters.link_errors("node1 rail0", 0, "node1:rail0", ivs, problems)
         assert v.outcome is outcome and v.message.startswith(start), v
+
+
+def test_a_counter_stuck_at_its_maximum_cannot_pass() -> None:
+    """PMA error counters stop at their maximum (symbol_error: 16 bits): a port there shows no rise."""
+
+    def snap(seq: int, symbol_errors: int) -> Archived:
+        text = (
+            "## rail 0 hca mlx5_0 port 1 netdev -\n### link_layer\nInfiniBand\n### ib-counters /x\n"
+            f"symbol_error: {symbol_errors}\nport_rcv_errors: 0\nport_xmit_data: {seq * 1000}\n"
+            f"port_rcv_data: {seq * 1000}\n"
+        )
+        meta = {"campaign": "c", "seq": str(seq), "window": "traffic", "of": "3"}
+        return Evidence("node1", "counters", stdout=text, meta=meta), f"raw/s{seq}.json"
+
+    ivs, problems = counters.intervals([snap(0, 65535), snap(1, 65535), snap(2, 65535)])
+    v = counters.link_errors("node1 rail0", 0, "node1:rail0", ivs, problems)
+    assert v.outcome is Outcome.ERROR and v.message.startswith(
+        "node1 rail0: symbol_error sit at their maximum (PMA counters stop there)"
+    )
+    # the last snapshot missing: what was covered passes, and the message says what was not
+    ivs, problems = counters.intervals([snap(0, 3), snap(1, 3)])
+    v = counters.link_errors("node1 rail0", 0, "node1:rail0", ivs, problems)
+    assert v.outcome is Outcome.PASS and v.message.endswith(
+        "; but c: snapshots after 1 missing (its last rounds not covered)"
+    )

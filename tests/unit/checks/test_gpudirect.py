@@ -210,7 +210,7 @@ def test_iommu_mode_against_the_site(tmp_path: Path) -> None:
         "node2: IOMMU DMA-FQ on GPU 0, 1, 2, 3, 4, 5, 6, 7; the site accepts none, identity (a translating "
         "IOMMU on the GPUs breaks or slows GPUDirect peer-to-peer"
     )
-    assert bad.value == "DMA-FQ" and len(bad.evidence) == 8
+    assert bad.value == "DMA-FQ" and len(bad.evidence) == 16  # per GPU: the type and the group listing
     assert one(verdicts, "gpudirect.iommu", "node1").outcome is Outcome.PASS
     del data["gpudirect"]
     unset = parse_site(CONFIGS / "demo.yaml", data)

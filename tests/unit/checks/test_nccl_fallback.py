@@ -123,3 +123,10 @@ def test_a_step_killed_with_its_job_is_not_tested_not_failed() -> None:
     )
     (timeout,) = _mark_killed([failed[0]], "WAIT_TIMEOUT (gave up waiting)")
     assert timeout.meta["killed_with_job"] == "WAIT_TIMEOUT"
+    # only the last spooled round ran while the job died: an earlier round's failure is a result
+    from dataclasses import replace
+
+    early = replace(failed[0], meta={**failed[0].meta, "round_index": "1"})
+    late = replace(failed[0], meta={**failed[0].meta, "round_index": "3"})
+    kept_early, marked_late = _mark_killed([early, late], "TIMEOUT")
+    assert "killed_with_job" not in kept_early.meta and marked_late.meta["killed_with_job"] == "TIMEOUT"
