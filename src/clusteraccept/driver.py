@@ -45,8 +45,17 @@ def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[
     The fingerprint always comes first, so a node that ran at all always returns something.
     ``options["hold_s"]`` keeps the task alive that long after collecting (tests take a node down mid-run).
     """
+    import signal
+    import threading
+
     from clusteraccept.probes import collect
 
+    if threading.current_thread() is threading.main_thread():
+        # submitit's USR2 handler treats any USR2 as "timed out" and raises in every task; Slurm 22.05 can
+        # deliver the job's --signal early when a node of a --no-kill job fails (seen on the virtual
+        # cluster: the surviving tasks lost their results 4 s into a 2-minute job). A probe cannot be
+        # checkpointed anyway: finish collecting, and let Slurm's own time limit end a job that overruns.
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     out: list[Evidence] = []
     for family in ("fingerprint", *families):
         for ev in collect(family, options):

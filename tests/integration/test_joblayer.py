@@ -77,12 +77,18 @@ def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
     layer.submit_campaign(CampaignJob("campaign-t", "t", vcluster.nodes, (rnd,)))
     (outcome,) = layer.wait()
     assert outcome.state == "COMPLETED", outcome.message
-    assert len(outcome.evidence) == 2 and all(ev.returncode == 0 for ev in outcome.evidence)
-    by_subject = {ev.host: ev for ev in outcome.evidence}
+    steps = [ev for ev in outcome.evidence if ev.source != "counters"]
+    assert len(steps) == 2 and all(ev.returncode == 0 for ev in steps)
+    # and a port-counter snapshot of each of the 4 nodes before the round and after it (driver.py)
+    snaps = [ev for ev in outcome.evidence if ev.source == "counters"]
+    assert sorted((ev.host, ev.meta["seq"]) for ev in snaps) == sorted(
+        (n, seq) for n in vcluster.nodes for seq in ("0", "1")
+    )
+    by_subject = {ev.host: ev for ev in steps}
     assert sorted(by_subject[f"{a}-{b}:rail0"].stdout.split()) == sorted([a, b])
     assert sorted(by_subject[f"{c}-{d}:rail0"].stdout.split()) == sorted([c, d])
-    wall = float(outcome.evidence[0].meta["round_wall_s"])
-    steps_sum = sum(ev.duration_s for ev in outcome.evidence)
+    wall = float(steps[0].meta["round_wall_s"])
+    steps_sum = sum(ev.duration_s for ev in steps)
     assert wall < steps_sum * 0.8, (wall, steps_sum)  # they overlapped: not run one after the other
     print(f"campaign round wall {wall:.2f} s vs sum of step run times {steps_sum:.2f} s")
 
