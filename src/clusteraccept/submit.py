@@ -183,8 +183,12 @@ class JobLayer:
             tasks_per_node=1,
             use_srun=True,
             nodelist=() if local else job.nodes,
-            extra={"no-kill": True},
+            # sbatch(1) --signal=B:...: the warning signal only to the batch shell (which ignores it), never
+            # to the tasks: Slurm 22.05 delivered submitit's default USR2 to every task of a --no-kill job
+            # seconds after one node failed (virtual cluster), and the survivors died with their results.
+            extra={"no-kill": True, "signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}"},
         )
+        params["setup"] = ["trap '' USR2", *params["setup"]]
         # srun(1) --no-kill: a failed node does not end the job step either, so the other nodes'
         # tasks finish and return their results.
         if not local:
