@@ -1,19 +1,7 @@
 """The structured lines of ``NCCL_DEBUG=INFO`` logs: NET device listings and connection lines.
 
-Read for nccl_debug.py, whose docstring lists every form the parser knows. Message forms from
-github.com/NVIDIA/nccl v2.4.8..v2.30 (HEAD 5067397c): src/transport/{net,p2p,shm,coll_net,generic}.cc,
-src/transport/net_ib/init.cc, src/transport.cc; and Mellanox/nccl-rdma-sharp-plugins src/p2p_plugin.c
-(IBext_vN)::
-
-    Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/1/GDRDMA
-        also NET/<net>/<dev>(<proxy>), (PCI), /Shared; 2.7-2.17 print busIds: 0[1b000] -> 1[1c000]
-    Channel 00/0 : 0[0] -> 1[1] via P2P/direct pointer
-        also P2P/IPC, P2P/CUMEM, P2P/MNNVL, P2P/indirect/2[2], with /read or /CE
-    Channel 00 : 0[0] -> 1[1] via SHM/direct/direct        (SHM/direct 2.29+; "direct shared memory" <= 2.13)
-    CollNet 00/0 : 0 [send] via COLLNET/SHARP/0/GDRDMA
-    Ring 00 : 0 -> 1 [send] via NET/IB/0/GDRDMA            (NCCL <= 2.6)
-    NET/IB : Using [0]mlx5_5:1/RoCE [RO]; OOB eno7np0:169.254.103.56<0>
-        entries [i]dev:port[:rail][:plane]/IB|RoCE|UNSPECIFIED[/SHARP]; 2.20-2.23 [g]={[0] mlx5_0:1/IB, ...}
+Read for nccl_debug.py; the message forms, their NCCL versions and their sources (NVIDIA/nccl src/transport/,
+Mellanox/nccl-rdma-sharp-plugins) are listed once, in nccl_debug.py's docstring.
 """
 
 from __future__ import annotations
