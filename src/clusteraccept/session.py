@@ -167,7 +167,7 @@ def execute(req: Request) -> dict[str, Any]:
         unavailable = req.scope.unavailable(unavailable)
     results = _header(req, plan)
     if req.scope is not None:
-        results["scope"] = req.scope.record()
+        results["scope"] = req.scope.record(plan)
     if req.site.simulated and not req.dry_run:
         from clusteraccept.sim.prepare import prepare
 

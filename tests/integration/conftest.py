@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusteraccept.vcluster import ClusterInfo, InstallError, down, up
+from clusteraccept.vcluster import ClusterInfo, InstallError, down, status, up
 
 REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = REPO / ".vcluster" / "test"
@@ -60,3 +63,107 @@ def vcluster() -> Iterator[ClusterInfo]:
         if os.environ.get(KEEP_ENV) != "1" and "PYTEST_XDIST_WORKER" not in os.environ:
             for note in down(STATE_DIR):
                 print(f"vcluster down: {note}")
+
+
+# Lines of the daemons' logs that say nothing about a failure (no MPI plugin in this setup).
+_NOISE = ("pmix", "MPI: Cannot create context", "Couldn't load specified plugin")
+
+
+def _run(argv: list[str], env: dict[str, str]) -> str:
+    try:
+        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"$ {' '.join(argv)}: {exc}"
+    return f"$ {' '.join(argv)} (rc {out.returncode})\n{out.stdout}{out.stderr}".rstrip()
+
+
+def diagnose(state_dir: Path = STATE_DIR, log_lines: int = 12) -> str:
+    """What the cluster looks like now, compactly: which daemons are alive, what Slurm thinks of each node
+    (state and reason; ``*`` = not responding), what is queued, the last log lines that are not noise, and
+    any kernel report of a crash or an OOM kill. Attached to every failed integration test: a cluster that
+    broke on the CI machine must say how, since its state is gone with the machine."""
+    env = {**os.environ, "SLURM_CONF": str(state_dir / "etc" / "slurm.conf")}
+    parts = [status(state_dir)]
+    parts.append(_run(["sinfo", "-N", "-h", "-o", "%N %T %E"], env))
+    parts.append(_run(["squeue", "-h", "-o", "%i %j %T %M %R"], env))
+    for log in sorted((state_dir / "logs").glob("slurm*.log")):
+        try:
+            lines = [
+                ln for ln in log.read_text(errors="replace").splitlines() if not any(n in ln for n in _NOISE)
+            ]
+        except OSError as exc:
+            lines = [str(exc)]
+        parts.append(f"--- {log.name} (last {log_lines} lines)\n" + "\n".join(lines[-log_lines:]))
+    kernel = _run(["dmesg"], env)
+    crashes = [
+        ln
+        for ln in kernel.splitlines()
+        if any(w in ln.lower() for w in ("segfault", "oom", "killed process", "traps:"))
+    ]
+    parts.append("--- kernel: " + ("\n".join(crashes[-8:]) if crashes else "no segfault/OOM report"))
+    return "\n".join(parts)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and "vcluster" in getattr(item, "fixturenames", ()) and (STATE_DIR / "etc").exists():
+        report.sections.append(("virtual cluster at the failure", diagnose()))
+
+
+def _settled(info: ClusterInfo, timeout_s: float = 60.0) -> str | None:
+    """Wait until no job of an earlier test is left and every node is idle and answering; None, else what
+    is not. Jobs left behind are cancelled, nodes an earlier test set DOWN or DRAIN are resumed; a dead
+    daemon or a node that does not answer (``*``) is reported at once: waiting does not mend those."""
+    env = {**os.environ, **info.env}
+    end = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < end:
+        dead = [ln.split()[1] for ln in status(info.state_dir).splitlines() if ln.strip().startswith("DEAD")]
+        if dead:
+            return f"daemon(s) dead: {', '.join(dead)}"
+        queue = _run(["squeue", "-h", "-o", "%i %j %T"], env)
+        nodes = _run(["sinfo", "-N", "-h", "-o", "%N %t"], env)
+        states = [ln.split() for ln in nodes.splitlines()[1:] if len(ln.split()) == 2]
+        busy = queue.splitlines()[1:]
+        if busy:
+            subprocess.run(
+                ["scancel", "--full", *[b.split()[0] for b in busy]], env=env, check=False, timeout=10
+            )
+        for node, state in states:
+            if state.startswith(("down", "drain", "drng")) and not state.endswith("*"):
+                subprocess.run(
+                    ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                    env=env,
+                    check=False,
+                    timeout=10,
+                )
+        bad = [f"{n}={s}" for n, s in states if s != "idle"]
+        if not busy and len(states) == len(info.nodes) and not bad:
+            return None
+        last = f"jobs left: {busy or 'none'}; nodes: {' '.join(' '.join(s) for s in states) or nodes}"
+        time.sleep(0.5)
+    return last
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cluster_state(request: pytest.FixtureRequest) -> None:
+    """Every integration test starts on an idle cluster whose daemons all answer. One that finds jobs an
+    earlier test left behind cancels them; one that finds a daemon dead or a node not responding says so
+    (a warning with the diagnosis, kept in the session summary) and rebuilds the cluster, so one broken
+    daemon fails the test that broke it, not every test after it."""
+    if "vcluster" not in request.fixturenames:
+        return
+    info: ClusterInfo = request.getfixturevalue("vcluster")
+    problem = _settled(info)
+    if problem is None:
+        return
+    diagnosis = diagnose()
+    warnings.warn(
+        f"virtual cluster not usable before {request.node.nodeid} ({problem}); rebuilding\n{diagnosis}",
+        stacklevel=2,
+    )
+    again = up(STATE_DIR, n_nodes=len(info.nodes), gpus_per_node=info.gpus_per_node)
+    if again.slurm_conf != info.slurm_conf or _settled(again, 30.0) is not None:
+        pytest.fail(f"virtual cluster could not be rebuilt for this test:\n{diagnose()}")

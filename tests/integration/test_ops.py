@@ -75,6 +75,19 @@ def runs(reports: Path, site: str = "demo") -> list[Path]:
     return sorted(p for p in (reports / site).iterdir() if p.name != "latest" and p.is_dir())
 
 
+def why(reports: Path, limit: int = 12) -> str:
+    """The newest run's job states and its first failed or errored verdicts with their messages (for an
+    assertion message: the summary line names checks, not what went wrong in them)."""
+    try:
+        doc = json.loads((runs(reports)[-1] / "results.json").read_text())
+    except (OSError, IndexError, ValueError) as exc:
+        return f"(no results.json: {exc})"
+    jobs = ", ".join(f"{j['name']}={j['state']}" for j in doc.get("jobs", []))
+    bad = [v for v in doc.get("verdicts", []) if v["outcome"] in ("fail", "error")]
+    lines = [f"{v['outcome']} {v['check']}[{v['subject']}]: {v['message'][:300]}" for v in bad[:limit]]
+    return f"jobs: {jobs}\n" + "\n".join(lines)
+
+
 def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes_back: None) -> None:
     site = write_site(vcluster, tmp_path, [])
     printed = subprocess.run(
@@ -101,7 +114,7 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
         )
 
     first = night()
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert first.returncode == 0, first.stdout[-1500:] + first.stderr[-1000:] + why(tmp_path / "reports")
     assert ": OK: 0 new failure(s)" in (tmp_path / "summary.txt").read_text()
     (run1,) = runs(tmp_path / "reports")
     # The regression: a slow rail on node3 appears; node1 gets a slow rail too (it is drained by an admin
@@ -115,7 +128,7 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
         ],
     )
     second = night()
-    assert second.returncode == 1, second.stdout[-3000:]
+    assert second.returncode == 1, second.stdout[-1500:] + why(tmp_path / "reports")
     summary = (tmp_path / "summary.txt").read_text()
     assert ": REGRESSED: " in summary and f"vs {run1.name}" in summary, summary
     assert "nccl.busbw[node1-node2:rail2:sendrecv" in summary or "new failure(s) (nccl" in summary, summary
@@ -177,7 +190,7 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
         [PY, "-m", "clusteraccept", "nightly", "--site", str(site), "--only-due"],
         capture_output=True, text=True, cwd=REPO, timeout=900, check=False,
     )  # fmt: skip
-    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-2000:]
+    assert third.returncode == 0, third.stdout[-1500:] + third.stderr[-1000:] + why(tmp_path / "reports")
     run3 = next(p for p in runs(tmp_path / "reports") if p not in (run1, run2))
     results = json.loads((run3 / "results.json").read_text())
     assert results["scope"]["only_due"] and results["scope"]["nodes"] == ["node1", "node3"], results["scope"]
@@ -261,7 +274,12 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
         _kill_mid_campaign(vcluster, reports, "node4")
-        out, _ = proc.communicate(timeout=900)
+        try:
+            out, _ = proc.communicate(timeout=900)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # else leaving the with-block waits for it, and its jobs outlive the test
+            out, _ = proc.communicate()
+            pytest.fail(f"the run did not end within 900 s after node4 died:\n{out[-2000:]}\n{why(reports)}")
     (run,) = runs(reports)
     before = json.loads((run / "results.json").read_text())
     killed = next(j for j in before["jobs"] if j["name"] == "campaign-leaf2")

@@ -218,6 +218,7 @@ def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequen
         why = f"{where}: counters went backwards between snapshots ({', '.join(back[:4])}): reset or reload"
         return error(check, "roce", subject, why, _paths(used))
     totals: dict[str, int] = defaultdict(int)
+    seen_in: dict[str, int] = defaultdict(int)  # intervals in which each finding occurred
     first: dict[str, str] = {}
     lossless_B = total_B = 0
     for i in used:
@@ -225,6 +226,7 @@ def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequen
         lossless_B, total_B = lossless_B + lb, total_B + tb
         for what, n in f.items():
             totals[what] += n
+            seen_in[what] += 1  # findings are non-zero counts only
             first.setdefault(what, i.steps_on(rail) if window == "traffic" else "")
     found = []
     if window == "traffic" and total_B >= MIN_TRAFFIC_B and lossless_B < total_B / 2:
@@ -233,9 +235,8 @@ def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequen
             f"priority {p} while the campaign ran (RoCE classified onto another priority: trust/DSCP map)"
         )
     for what, n in totals.items():
-        seen_in = sum(1 for i in used if _roce_findings(p, i.rails[rail])[0].get(what))
         where_first = f", first during {first[what]}" if first[what] else ""
-        found.append(f"{what}: +{n} in {seen_in} of {len(used)} intervals{where_first}")
+        found.append(f"{what}: +{n} in {seen_in[what]} of {len(used)} intervals{where_first}")
     eth = [i.rails[rail].ethtool for i in used]
     pauses = sum((e.rx_prio_pause(p) or 0) + (e.tx_prio_pause(p) or 0) for e in eth if e)
     cnp = {n: sum(i.rails[rail].hw.get(n, 0) for i in used) for n in ("np_cnp_sent", "rp_cnp_handled")}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusteraccept.ops.attest import Attestation, Due, attestations, load_runs, site_due
 from clusteraccept.plan import CampaignJob, Plan, Step
-from clusteraccept.report.model import NOTHING_DUE, split_pair
+from clusteraccept.report.model import NOTHING_DUE, not_planned_reason, split_pair
 from clusteraccept.site import Site
 
 if TYPE_CHECKING:
@@ -72,6 +72,21 @@ class Scope:
         used = {n for r in kept for s in r.steps for n in s.nodes}
         return replace(job, nodes=tuple(n for n in job.nodes if n in used), rounds=kept)
 
+    def unplanned(self, plan: Plan) -> tuple[str, ...]:
+        """Due subjects that nothing in ``plan`` (the restricted plan) verifies: a due node with no probe
+        and no step, a due link with no pair step (its pair left the site's pair selection, -k filtered
+        it, or the preflight dropped a node). They stay due; the run must say so, not pass over them."""
+        probed = {n for pj in plan.probe_jobs for n in pj.nodes}
+        steps = list(plan.steps())
+        stepped = {n for s in steps for n in s.nodes}
+        links = {s.subject for s in steps if s.kind == "pair"}
+        return tuple(
+            d.subject
+            for d in self.due
+            if (d.subject not in probed and d.subject not in stepped)
+            if d.subject in self.nodes or d.subject not in links
+        )
+
     def unavailable(self, outcome: JobOutcome | None) -> JobOutcome | None:
         """The preflight's unusable nodes that this run misses: the due ones. A node outside the scope that
         Slurm will not run on (someone's maintenance) does not make a due-only run incomplete."""
@@ -109,9 +124,10 @@ class Scope:
             return min(held, key=lambda a: a.valid_until, default=None)
         return self.held.get(subject.split(":", 1)[0])
 
-    def record(self) -> dict[str, Any]:
-        """results.json ``scope``."""
+    def record(self, plan: Plan | None = None) -> dict[str, Any]:
+        """results.json ``scope`` (``not_planned``: :meth:`unplanned` of the run's restricted ``plan``)."""
         return {
+            "not_planned": list(self.unplanned(plan)) if plan is not None else [],
             "only_due": True,
             "as_of": self.as_of,
             "nodes": [n for n in self.site_nodes if n in self.nodes],
@@ -184,4 +200,6 @@ def summary_line(results: Mapping[str, Any], shown: int = 3) -> str | None:
     head = f"only due: {len(rec.get('nodes', ()))} node(s) and {rec.get('n_links', 0)} link(s)"
     named = [f"{d['subject']} ({d['why']})" for d in rec["due"][:shown]]
     more = [f"... {len(rec['due']) - shown} more"] if named and len(rec["due"]) > shown else []
-    return f"{head}: {'; '.join(named + more)}" if named else head
+    lost = rec.get("not_planned") or []
+    tail = f"; {not_planned_reason(lost)}" if lost else ""
+    return (f"{head}: {'; '.join(named + more)}" if named else head) + tail

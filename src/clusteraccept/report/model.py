@@ -7,7 +7,7 @@ objects beyond the rows the charts need, so the report stays a few seconds long 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -252,7 +252,7 @@ def banner(
         incomplete.append(f"check families not run: {', '.join(missing)}")
     if results.get("subset"):
         incomplete.append("only part of the nccl campaign was selected (-k)")
-    if scope.get("only_due") and not scope.get("all_due"):
+    if scope.get("only_due") and (not scope.get("all_due") or scope.get("not_planned")):
         incomplete.append(scope_reason(scope))
     reasons += incomplete
     if total["fail"]:
@@ -272,10 +272,18 @@ def partial(results: Mapping[str, Any]) -> bool:
 def scope_reason(scope: Mapping[str, Any]) -> str:
     """The banner's line for a --only-due run (results.json ``scope``)."""
     nodes, links = len(scope.get("nodes", ())), int(scope.get("n_links", 0))
-    return (
+    lost = scope.get("not_planned") or []
+    parts = [] if scope.get("all_due") else [
         f"restricted to {nodes} due node(s) and {links} due link(s) (--only-due): not a full acceptance; "
         "the other nodes and links keep their attestations"
-    )
+    ]  # fmt: skip
+    return "; ".join(parts + ([not_planned_reason(lost)] if lost else []))
+
+
+def not_planned_reason(lost: Sequence[str], shown: int = 4) -> str:
+    """Due subjects the run's plan had nothing for (ops/scope.py Scope.unplanned)."""
+    more = f" and {len(lost) - shown} more" if len(lost) > shown else ""
+    return f"{len(lost)} due subject(s) not in this run's plan, still due: {', '.join(lost[:shown])}{more}"
 
 
 def culprit_parts(v: Mapping[str, Any]) -> list[tuple[str, str, str]]:

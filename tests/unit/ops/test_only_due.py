@@ -19,7 +19,7 @@ from clusteraccept.ops import scope
 from clusteraccept.ops.attest import judged
 from clusteraccept.outcome import Judged
 from clusteraccept.plan import Plan, make_plan
-from clusteraccept.report.model import NOTHING_DUE, Banner, banner
+from clusteraccept.report.model import FAMILIES, NOTHING_DUE, Banner, banner, not_planned_reason
 from clusteraccept.site import Site, load_site
 from clusteraccept.subjects import subjects
 
@@ -75,6 +75,7 @@ def test_only_node3_due_submits_node3_its_pairs_intra_and_blocks(tmp_path: Path)
     full = make_plan(site)
     plan = sc.restrict(full)
     assert [(pj.name, pj.nodes) for pj in plan.probe_jobs] == [("probe-nodes", ("node3",))]
+    assert sc.unplanned(plan) == () and sc.record(plan)["not_planned"] == []
     # the whole-set collectives (every node, exclusive) wait for a night when everything is due
     assert names(plan) == {s.name for s in full.steps() if "node3" in s.nodes and s.scope != "all"}
     assert {(s.kind, s.subject) for s in plan.steps() if s.kind != "pair"} == {
@@ -114,6 +115,32 @@ def test_a_due_link_brings_every_rail_of_its_pair_and_nothing_else(tmp_path: Pat
     assert plan.probe_jobs == ()
     assert names(plan) == {f"sendrecv:node1-node2:rail{k}" for k in range(8)}
     assert [(cj.name, cj.nodes) for cj in plan.campaign_jobs] == [("campaign-leaf1", ("node1", "node2"))]
+
+
+def test_a_due_link_the_plan_does_not_hold_is_named_and_stays_due(tmp_path: Path) -> None:
+    """A due link whose pair step is not in the plan (here: the campaigns filtered away, as -k or a pair
+    selection that changed would) is not passed over: the scope names it, the banner and the summary say
+    it stays due, and the run is not an acceptance even when every node was due."""
+    site = site_of(demo(tmp_path))
+    prior_run(tmp_path / "demo", site, "r1", NOW - timedelta(days=1))
+    failed = {"check": "nccl.busbw", "family": "nccl", "subject": "node1-node2:rail5:sendrecv:1GiB"}
+    later = {"run_id": "r2", "started": (NOW - timedelta(hours=1)).isoformat(), "verdicts": [
+        {**failed, "outcome": "fail"}]}  # fmt: skip
+    (tmp_path / "demo" / "r2").mkdir()
+    (tmp_path / "demo" / "r2" / "results.json").write_text(json.dumps(later))
+    sc = scope.compute(site, tmp_path / "demo", None, NOW)
+    assert sc.unplanned(sc.restrict(make_plan(site))) == ()  # the full plan has the pair
+    without_pairs = sc.restrict(Plan(make_plan(site).probe_jobs, ()))
+    assert sc.unplanned(without_pairs) == ("node1-node2:rail5",)
+    rec = sc.record(without_pairs)
+    assert rec["not_planned"] == ["node1-node2:rail5"]
+    line = scope.summary_line({"scope": rec})
+    assert line is not None and line.endswith(
+        "1 due subject(s) not in this run's plan, still due: node1-node2:rail5"
+    ), line
+    # every node due and every verdict passed: still no ACCEPT while a due link went untested
+    b = banner({"scope": {**rec, "all_due": True}, "verdicts": [{"outcome": "pass"}], "families": FAMILIES})
+    assert b == Banner("INCOMPLETE", (not_planned_reason(["node1-node2:rail5"]),)), b
 
 
 def test_a_new_node_is_due_with_its_checks_and_pairs(tmp_path: Path) -> None:
@@ -228,7 +255,10 @@ def test_a_due_only_run_judges_the_due_node_and_skips_the_others(tmp_path: Path)
         "restricted to 1 due node(s) and 16 due link(s) (--only-due): not a full acceptance; "
         "the other nodes and links keep their attestations"
     )
-    assert reason in banner(results).reasons and banner(results).verdict == "INCOMPLETE"
+    said = next(r for r in banner(results).reasons if r.startswith(reason))
+    # only the topology suite ran: node3's 16 due links had no nccl step, so they stay due, said so
+    assert "; 16 due subject(s) not in this run's plan, still due: node3-node4:rail0" in said, said
+    assert banner(results).verdict == "INCOMPLETE"
     assert reason in (run / "report.html").read_text()
     assert 'name="verdict" value="INCOMPLETE"' in (run / "junit.xml").read_text()
 
