@@ -153,19 +153,24 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
         return error(check, "nccl", subject, why, _paths(used))
     rose: list[str] = []
     total = 0
+    names: set[str] = set()
     for i in used:
         d = i.rails[rail].ib
         hits = {n: d[n] for n in IB_ERRORS if d.get(n)}
         if hits:
             total += sum(hits.values())
-            rose.append(", ".join(f"{n} +{v}" for n, v in hits.items()) + f" during {i.steps_on(rail)}")
+            names |= set(hits)
+            during = i.steps_on(rail)
+            rose.append(
+                ", ".join(f"{n} +{v}" for n, v in hits.items()) + (f" during {during}" if during else "")
+            )
     data_B = 4 * sum(i.rails[rail].ib.get(n, 0) for i in used for n in ("port_xmit_data", "port_rcv_data"))
     if rose:
         more = f"; and {len(rose) - 3} more" if len(rose) > 3 else ""
         msg = (
             f"{where}: error counters rose while traffic ran, in {len(rose)} of {len(used)} intervals: "
-            f"{'; '.join(rose[:3])}{more}; whatever the "
-            "bandwidth, a port taking errors is a finding (reseat or replace the cable/transceiver)"
+            f"{'; '.join(rose[:3])}{more}; whatever the bandwidth, a port taking errors is a finding "
+            f"({_advice(names)})"
         )
         return expect(check, "nccl", subject, False, msg, value=total, evidence=_paths(used))
     data_known = all(n in i.rails[rail].ib for i in used for n in IB_DATA)
@@ -179,6 +184,28 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
         f"{note}"
     )
     return expect(check, "nccl", subject, True, msg, value=0, evidence=_paths(used))
+
+
+# Where a rising counter points (the PortCounters descriptions in Documentation/ABI/stable/
+# sysfs-class-infiniband and NVIDIA's mlx5 counter docs): physical-layer errors belong to this link (its
+# cable, transceivers or one of its two ports); EBP-marked packets ("End Bad Packet") were corrupted on
+# another link of the path, the port only received them; transmit discards mean the port was down or
+# congested. The message says which, so nobody swaps a good cable for an upstream fault.
+_UPSTREAM = frozenset({"port_rcv_remote_physical_errors"})
+_DISCARD = frozenset({"port_xmit_discards"})
+
+
+def _advice(names: set[str]) -> str:
+    said = []
+    if names - _UPSTREAM - _DISCARD:
+        said.append("physical errors on this link: reseat or replace its cable/transceiver, check both ports")
+    if names & _UPSTREAM:
+        said.append(
+            "packets corrupted upstream (EBP-marked): look for the bad link on the path, not this one"
+        )
+    if names & _DISCARD:
+        said.append("outbound packets discarded: the port was down or congested")
+    return "; ".join(said)
 
 
 def _roce_findings(p: int, d: pc.RailDelta) -> tuple[dict[str, int], int, int]:

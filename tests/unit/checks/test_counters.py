@@ -114,8 +114,10 @@ def test_link_errors_skip_error_and_gaps(tmp_path: Path, monkeypatch: pytest.Mon
     n.pair_round("node1", "node2", [0], "r2")
     ivs, problems = counters.intervals([n.of("node1")[0], n.of("node1")[2]])
     assert problems == ["c: snapshots 1..1 missing (rounds merged)"]
-    assert len(ivs) == 1 and ivs[0].merged == 2 and ivs[0].steps_on(0).endswith(
-        "(the 2 rounds up to 'r2': snapshots in between missing)"
+    assert (
+        len(ivs) == 1
+        and ivs[0].merged == 2
+        and ivs[0].steps_on(0).endswith("(the 2 rounds up to 'r2': snapshots in between missing)")
     )
     garbage = (Evidence("node1", "counters", stdout="nonsense\n", meta={"seq": "0"}), "raw/x.json")
     _, problems = counters.intervals([garbage])
@@ -196,3 +198,37 @@ def test_a_counter_stuck_at_its_maximum_cannot_pass() -> None:
     assert v.outcome is Outcome.PASS and v.message.endswith(
         "; but c: snapshots after 1 missing (its last rounds not covered)"
     )
+
+
+@pytest.mark.parametrize(
+    ("rising", "says"),
+    [
+        ({"symbol_error": 7}, "(physical errors on this link: reseat or replace its cable/transceiver"),
+        (
+            {"port_rcv_remote_physical_errors": 3},
+            "(packets corrupted upstream (EBP-marked): look for the bad",
+        ),
+        ({"port_xmit_discards": 9}, "(outbound packets discarded: the port was down or congested)"),
+    ],
+)
+def test_the_message_points_where_the_counter_points(rising: dict[str, int], says: str) -> None:
+    """A receive error marked upstream is not this cable's fault; a transmit discard is congestion or a
+    down port: the FAIL says which (sysfs-class-infiniband PortCounters descriptions)."""
+
+    def snap(seq: int) -> Archived:
+        values = {"symbol_error": 0, "port_rcv_remote_physical_errors": 0, "port_xmit_discards": 0}
+        values |= {n: v * seq for n, v in rising.items()}
+        lines = "".join(f"{n}: {v}\n" for n, v in values.items())
+        text = (
+            "## rail 0 hca mlx5_0 port 1 netdev -\n### link_layer\nInfiniBand\n### ib-counters /x\n"
+            f"{lines}port_xmit_data: {seq * 1000}\nport_rcv_data: {seq * 1000}\n"
+        )
+        meta = {"campaign": "c", "seq": str(seq), "window": "traffic", "of": "2"}
+        return Evidence("node1", "counters", stdout=text, meta=meta), f"raw/s{seq}.json"
+
+    ivs, problems = counters.intervals([snap(0), snap(1)])
+    v = counters.link_errors("node1 rail0", 0, "node1:rail0", ivs, problems)
+    assert v.outcome is Outcome.FAIL and says in v.message, v.message
+    advice = ("physical errors on this link", "corrupted upstream", "outbound packets discarded")
+    assert sum(a in v.message for a in advice) == 1  # the one that applies, not a list of guesses
+    assert " during ;" not in v.message  # no step known for the interval: none named
