@@ -115,7 +115,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _settled(info: ClusterInfo, timeout_s: float = 60.0) -> str | None:
     """Wait until no job of an earlier test is left and every node is idle and answering; None, else what
     is not. Jobs left behind are cancelled, nodes an earlier test set DOWN or DRAIN are resumed; a dead
-    daemon or a node that does not answer (``*``) is reported at once: waiting does not mend those."""
+    daemon is reported at once (waiting does not mend it); a node that does not answer (``*``) has until
+    the timeout to come back."""
     env = {**os.environ, **info.env}
     end = time.monotonic() + timeout_s
     last = ""
