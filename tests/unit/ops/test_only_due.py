@@ -99,7 +99,8 @@ def test_only_node3_due_submits_node3_its_pairs_intra_and_blocks(tmp_path: Path)
         assert sc.skip_reason(per, subject) is None, (per, subject)
 
 
-def test_a_due_link_brings_every_rail_of_its_pair_and_nothing_else(tmp_path: Path) -> None:
+def one_failed_link(tmp_path: Path) -> tuple[Site, scope.Scope]:
+    """Everything verified yesterday; an hour ago node1-node2 rail5 failed: that link alone is due."""
     site = site_of(demo(tmp_path))
     prior_run(tmp_path / "demo", site, "r1", NOW - timedelta(days=1))
     failed = {"check": "nccl.busbw", "family": "nccl", "subject": "node1-node2:rail5:sendrecv:1GiB"}
@@ -107,7 +108,11 @@ def test_a_due_link_brings_every_rail_of_its_pair_and_nothing_else(tmp_path: Pat
         {**failed, "outcome": "fail"}]}  # fmt: skip
     (tmp_path / "demo" / "r2").mkdir()
     (tmp_path / "demo" / "r2" / "results.json").write_text(json.dumps(later))
-    sc = scope.compute(site, tmp_path / "demo", None, NOW)
+    return site, scope.compute(site, tmp_path / "demo", None, NOW)
+
+
+def test_a_due_link_brings_every_rail_of_its_pair_and_nothing_else(tmp_path: Path) -> None:
+    site, sc = one_failed_link(tmp_path)
     assert [(d.subject, d.why) for d in sc.due] == [
         ("node1-node2:rail5", "failed in the latest run that judged it")
     ]
@@ -121,14 +126,7 @@ def test_a_due_link_the_plan_does_not_hold_is_named_and_stays_due(tmp_path: Path
     """A due link whose pair step is not in the plan (here: the campaigns filtered away, as -k or a pair
     selection that changed would) is not passed over: the scope names it, the banner and the summary say
     it stays due, and the run is not an acceptance even when every node was due."""
-    site = site_of(demo(tmp_path))
-    prior_run(tmp_path / "demo", site, "r1", NOW - timedelta(days=1))
-    failed = {"check": "nccl.busbw", "family": "nccl", "subject": "node1-node2:rail5:sendrecv:1GiB"}
-    later = {"run_id": "r2", "started": (NOW - timedelta(hours=1)).isoformat(), "verdicts": [
-        {**failed, "outcome": "fail"}]}  # fmt: skip
-    (tmp_path / "demo" / "r2").mkdir()
-    (tmp_path / "demo" / "r2" / "results.json").write_text(json.dumps(later))
-    sc = scope.compute(site, tmp_path / "demo", None, NOW)
+    site, sc = one_failed_link(tmp_path)
     assert sc.unplanned(sc.restrict(make_plan(site))) == ()  # the full plan has the pair
     without_pairs = sc.restrict(Plan(make_plan(site).probe_jobs, ()))
     assert sc.unplanned(without_pairs) == ("node1-node2:rail5",)
