@@ -39,23 +39,28 @@ def collect_as(node: str, families: tuple[str, ...], options: dict[str, object])
     return collect_node(families, options)
 
 
+def _ignore_usr2() -> None:
+    """Ignore submitit's USR2 in this task. Its handler treats any USR2 as "timed out" and raises, and Slurm
+    22.05 delivered the job's --signal to every task early when a node of a --no-kill job failed (virtual
+    cluster: the surviving tasks lost their results 4 s into a 2-minute job); submit.slurm_parameters sends
+    it to the batch shell only, this is for a signal that reaches the task anyway. Slurm's own time limit
+    ends a job that overruns. Only the main thread may set a handler (local executor threads skip it)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
 def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[Evidence]:
     """Gather the evidence of every requested check family on this node (never judges).
 
     The fingerprint always comes first, so a node that ran at all always returns something.
     ``options["hold_s"]`` keeps the task alive that long after collecting (tests take a node down mid-run).
     """
-    import signal
-    import threading
-
     from clusteraccept.probes import collect
 
-    if threading.current_thread() is threading.main_thread():
-        # submitit's USR2 handler treats any USR2 as "timed out" and raises in every task; Slurm 22.05 can
-        # deliver the job's --signal early when a node of a --no-kill job fails (seen on the virtual
-        # cluster: the surviving tasks lost their results 4 s into a 2-minute job). A probe cannot be
-        # checkpointed anyway: finish collecting, and let Slurm's own time limit end a job that overruns.
-        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    _ignore_usr2()  # a probe cannot be checkpointed: finish collecting
     out: list[Evidence] = []
     for family in ("fingerprint", *families):
         for ev in collect(family, options):
@@ -163,10 +168,7 @@ def drive_campaign(
     snapshotted before the first round and after each one (rounds are matchings, so a node's delta over a
     round belongs to the steps it was in: one per rail in a pair round).
     """
-    import signal
-
-    # submitit's requeue signal (USR2, see submit.py) must not end a measurement campaign half-way.
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    _ignore_usr2()  # must not end a measurement campaign half-way
     results: list[Evidence] = []
     spool_dir = Path(spool) if spool else None
     if spool_dir:

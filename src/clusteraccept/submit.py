@@ -77,7 +77,8 @@ def slurm_parameters(
         "ntasks_per_node": tasks_per_node,
         "time": s.time_limit_min,
         "use_srun": use_srun,
-        "setup": render("sbatch_setup.j2", setup=site.setup, env=site.env).splitlines(),
+        # ... and the batch shell ignores the warning signal below (bash dies of an untrapped USR2).
+        "setup": ["trap '' USR2", *render("sbatch_setup.j2", setup=site.setup, env=site.env).splitlines()],
         "stderr_to_stdout": False,
     }
     gpus = min(nt.gpus for nt in site.node_types)
@@ -89,7 +90,12 @@ def slurm_parameters(
             params[key] = value
     if s.exclusive:
         params["exclusive"] = True
-    additional: dict[str, Any] = {}
+    # sbatch(1) --signal=[{R|B}:]<sig_num>[@sig_time]: "B:" signals only the batch shell. submitit's default
+    # (USR2 to every task and step 90 s before the limit) would kill a campaign's nccl-tests steps, and Slurm
+    # 22.05 delivered it to every task of a --no-kill probe job seconds after one node failed (virtual
+    # cluster), killing the survivors with their results. Slurm's time limit ends a job that overruns; the
+    # finished steps are in the spool.
+    additional: dict[str, Any] = {"signal": f"B:USR2@{min(90, s.time_limit_min * 15)}"}
     if s.reservation:
         additional["reservation"] = s.reservation
     if nodelist:
@@ -183,12 +189,8 @@ class JobLayer:
             tasks_per_node=1,
             use_srun=True,
             nodelist=() if local else job.nodes,
-            # sbatch(1) --signal=B:...: the warning signal only to the batch shell (which ignores it), never
-            # to the tasks: Slurm 22.05 delivered submitit's default USR2 to every task of a --no-kill job
-            # seconds after one node failed (virtual cluster), and the survivors died with their results.
-            extra={"no-kill": True, "signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}"},
+            extra={"no-kill": True},
         )
-        params["setup"] = ["trap '' USR2", *params["setup"]]
         # srun(1) --no-kill: a failed node does not end the job step either, so the other nodes'
         # tasks finish and return their results.
         if not local:
@@ -225,19 +227,11 @@ class JobLayer:
             tasks_per_node=1,
             use_srun=False,
             nodelist=job.nodes,
-            # sbatch(1) --signal=[{R|B}:]<sig_num>[@sig_time]: "B:" signals only the batch shell. submitit's
-            # default (USR2 to every step 90 s before the limit) would kill the nccl-tests steps; the driver
-            # ignores it and lets Slurm's time limit end the job (finished steps are in the spool).
-            extra={
-                "signal": f"B:USR2@{min(90, self.site.slurm.time_limit_min * 15)}",
-                # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
-                # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
-                # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
-                "no-requeue": True,
-            },
+            # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
+            # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
+            # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
+            extra={"no-requeue": True},
         )
-        # ... and the batch shell (bash dies of an untrapped USR2) ignores it too.
-        params["setup"] = ["trap '' USR2", *params["setup"]]
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         steps_file = self.jobs_dir / f"{job.name}.steps.sh"
