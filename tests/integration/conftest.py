@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from clusteraccept.vcluster import ClusterInfo, InstallError, down, status, up
+from clusteraccept.vcluster import ClusterInfo, InstallError, daemons, down, status, up
+from clusteraccept.vcluster.cluster import cancel_jobs
+from clusteraccept.vcluster.config import Layout
+from clusteraccept.vcluster.record import load
+from clusteraccept.vcluster.start import client_env, node_states, nodes_idle
 
 REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = REPO / ".vcluster" / "test"
@@ -117,35 +120,26 @@ def _settled(info: ClusterInfo, timeout_s: float = 60.0) -> str | None:
     is not. Jobs left behind are cancelled, nodes an earlier test set DOWN or DRAIN are resumed; a dead
     daemon is reported at once (waiting does not mend it); a node that does not answer (``*``) has until
     the timeout to come back."""
-    env = {**os.environ, **info.env}
-    end = time.monotonic() + timeout_s
-    last = ""
-    while time.monotonic() < end:
-        dead = [ln.split()[1] for ln in status(info.state_dir).splitlines() if ln.strip().startswith("DEAD")]
-        if dead:
-            return f"daemon(s) dead: {', '.join(dead)}"
-        queue = _run(["squeue", "-h", "-o", "%i %j %T"], env)
-        nodes = _run(["sinfo", "-N", "-h", "-o", "%N %t"], env)
-        states = [ln.split() for ln in nodes.splitlines()[1:] if len(ln.split()) == 2]
-        busy = queue.splitlines()[1:]
-        if busy:
+    lay = Layout(info.state_dir.resolve())
+    rec = load(lay)
+    procs = rec.procs if rec else ()
+    dead = [p.name for p in procs if not daemons.running(p)]
+    if dead:
+        return f"daemon(s) dead: {', '.join(dead)}"
+    cancel_jobs(lay)
+    for node, state in (node_states(lay) or {}).items():
+        if state.startswith(("down", "drain", "drng")) and not state.endswith("*"):
             subprocess.run(
-                ["scancel", "--full", *[b.split()[0] for b in busy]], env=env, check=False, timeout=10
+                ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                env=client_env(lay),
+                check=False,
+                timeout=10,
             )
-        for node, state in states:
-            if state.startswith(("down", "drain", "drng")) and not state.endswith("*"):
-                subprocess.run(
-                    ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
-                    env=env,
-                    check=False,
-                    timeout=10,
-                )
-        bad = [f"{n}={s}" for n, s in states if s != "idle"]
-        if not busy and len(states) == len(info.nodes) and not bad:
-            return None
-        last = f"jobs left: {busy or 'none'}; nodes: {' '.join(' '.join(s) for s in states) or nodes}"
-        time.sleep(0.5)
-    return last
+    try:
+        daemons.wait_until("every node idle", lambda: nodes_idle(lay, list(info.nodes)), timeout_s, procs)
+    except (TimeoutError, RuntimeError) as exc:
+        return f"{exc}; nodes: {node_states(lay)}"
+    return None
 
 
 @pytest.fixture(autouse=True)

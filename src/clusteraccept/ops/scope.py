@@ -76,15 +76,11 @@ class Scope:
         """Due subjects that nothing in ``plan`` (the restricted plan) verifies: a due node with no probe
         and no step, a due link with no pair step (its pair left the site's pair selection, -k filtered
         it, or the preflight dropped a node). They stay due; the run must say so, not pass over them."""
-        probed = {n for pj in plan.probe_jobs for n in pj.nodes}
         steps = list(plan.steps())
-        stepped = {n for s in steps for n in s.nodes}
+        nodes = {n for pj in plan.probe_jobs for n in pj.nodes} | {n for s in steps for n in s.nodes}
         links = {s.subject for s in steps if s.kind == "pair"}
         return tuple(
-            d.subject
-            for d in self.due
-            if (d.subject not in probed and d.subject not in stepped)
-            if d.subject in self.nodes or d.subject not in links
+            d.subject for d in self.due if d.subject not in (nodes if d.subject in self.nodes else links)
         )
 
     def unavailable(self, outcome: JobOutcome | None) -> JobOutcome | None:

@@ -164,7 +164,7 @@ def _clean_slot(slot: int, lay: Layout) -> None:
     netns.destroy_slot(slot)
 
 
-def _cancel_jobs(lay: Layout, timeout_s: float = 30.0) -> None:
+def cancel_jobs(lay: Layout, timeout_s: float = 30.0) -> None:
     env = start.client_env(lay)
 
     def queue() -> list[str]:
@@ -206,7 +206,7 @@ def _end_processes(lay: Layout, recorded: list[Proc], slots: list[int], cancel: 
     procs = [p for p in recorded if daemons.is_ours(p)] + [p for p in found if p.pid not in known]
     if cancel and any(p.comm == "slurmctld" and daemons.alive(p) for p in procs):
         # slurmstepd ignores SIGTERM: let slurmctld end the jobs while it can.
-        _cancel_jobs(lay)
+        cancel_jobs(lay)
     mnt = {p.mnt_ns for p in recorded if p.mnt_ns} | {
         ino for p in procs if (ino := daemons.mnt_ns_of(p.pid)) is not None
     }
