@@ -20,10 +20,10 @@ import pandas as pd
 
 from clusteraccept.checks.localize import localize
 from clusteraccept.checks.nccl import judge_frame
-from clusteraccept.plan import make_plan
+from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim.fabric import busbw_GBps
 from clusteraccept.sim.prepare import fabric_of
-from clusteraccept.site import parse_site
+from clusteraccept.site.load import parse_site
 
 
 def main() -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from clusteraccept.baselines import Outcome
 from clusteraccept.checks import counters
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Outcome
 from clusteraccept.probes.counters import IB_DATA, IB_ERRORS
 
 

@@ -3,7 +3,7 @@
 
 In ONE run, for each intra-node collective of the site (8 B - 8 GiB by default, the site's flags):
   1. standalone: the nccl-tests binary run directly (``<bin>/<coll>_perf ... -g <gpus>``);
-  2. suite: the same binary launched by the suite (plan -> local executor -> campaign driver -> runner);
+  2. suite: the same binary launched by the suite (plan -> local executor -> campaign driver -> hostio);
   3. fallback: the suite with no nccl-tests binaries and ``nccl.fallback: torch`` (probes/torch_nccl.py).
 It reports busbw per size, the ratios suite / standalone and fallback / standalone (goal: 1.00 +- 0.02 at
 >= 64 MiB), and busbw / the NVLink line rate ``nvidia-smi nvlink -s`` reports (GPU 0: the sum of its
@@ -33,11 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from clusteraccept.errors import ParseError  # noqa: E402
-from clusteraccept.evidence import load  # noqa: E402
+from clusteraccept.flow import Request, execute  # noqa: E402
+from clusteraccept.jobs.archive import load  # noqa: E402
 from clusteraccept.parsers import nccl_tests, torch_nccl  # noqa: E402
-from clusteraccept.schema import format_size  # noqa: E402
-from clusteraccept.session import Request, execute  # noqa: E402
-from clusteraccept.site import Site, load_site  # noqa: E402
+from clusteraccept.site.load import load_site  # noqa: E402
+from clusteraccept.site.model import Site  # noqa: E402
+from clusteraccept.site.schema import format_size  # noqa: E402
 
 GOAL, TOL, BIG_B = 1.00, 0.02, 64 << 20
 Values = dict[str, dict[int, dict[str, float]]]  # collective -> size_B -> {"oop": x, "ip": y}

@@ -39,7 +39,7 @@ run() { echo "=== $* ($(date -u +%T))"; local t0=$SECONDS; "$@"; local rc=$?; ec
   ldd third_party/nccl-tests/build/all_reduce_perf | grep nccl
   run timeout 200 python3 -m pytest suites/ --site=local-gpu -q -rs --reports-dir="$REPORTS"
   first=$(readlink -f "$REPORTS/local-gpu/latest")
-  run python3 -m clusteraccept.propose "$first/results.json" site-configs/local-gpu.baselines.yaml --small-lower -0.75 --min-ref 0.1
+  run python3 -m clusteraccept.judge.propose "$first/results.json" site-configs/local-gpu.baselines.yaml --small-lower -0.75 --min-ref 0.1
   run timeout 200 python3 -m pytest suites/ --site=local-gpu -q --reports-dir="$REPORTS"
   second=$(readlink -f "$REPORTS/local-gpu/latest")
   echo "first run: $first; second run: $second"

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from clusteraccept.errors import SiteConfigError, SubmitError
 from clusteraccept.render import REPO_ROOT
-from clusteraccept.site import Site, load_site
+from clusteraccept.site.load import load_site
+from clusteraccept.site.model import Site
 
 
 def _site(name: str) -> Site:
@@ -27,7 +28,7 @@ def _site(name: str) -> Site:
     if site.slurm.slurm_conf:
         os.environ["SLURM_CONF"] = site.slurm.slurm_conf  # every Slurm client reads it (no configless DNS)
     if site.blocks_from_slurm:
-        from clusteraccept.slurm_commands import slurm_blocks
+        from clusteraccept.jobs.slurm_clients import slurm_blocks
 
         site = dataclasses.replace(site, blocks=slurm_blocks(site))
     return site
@@ -35,11 +36,12 @@ def _site(name: str) -> Site:
 
 def _nightly(args: argparse.Namespace) -> int:
     from clusteraccept.ops import nightly
+    from clusteraccept.site.model import reports_dir
 
     site = _site(args.site)
     if args.print_scrontab:
         # Slurm writes the job's --output there but does not create the directory.
-        (nightly.reports_dir(site) / site.name).mkdir(parents=True, exist_ok=True)
+        (reports_dir(site) / site.name).mkdir(parents=True, exist_ok=True)
         print(nightly.render_scrontab(site), end="")
         return 0
     if args.print_crontab:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept.judge.verdicts import Outcome, Verdict
 
 
 def matching(verdicts: Sequence[Verdict], check: str, subject: str) -> list[Verdict]:

@@ -16,15 +16,16 @@ from typing import Any, TypeVar
 
 import pytest
 
-from clusteraccept import session
-from clusteraccept.baselines import Verdict
+from clusteraccept import flow
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.ops import scope as due_scope
 from clusteraccept.outcome import Judged, matching
+from clusteraccept.plan.subjects import rail_steps, subjects
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import locked, make_run_dir, new_run_id, read_json
-from clusteraccept.site import Site, load_site
-from clusteraccept.subjects import rail_steps, subjects
+from clusteraccept.site.load import load_site
+from clusteraccept.site.model import Site
 
 F = TypeVar("F", bound=Callable[..., Any])
 MARK = "ca_check"
@@ -153,7 +154,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import dataclasses
 
         from clusteraccept.errors import SubmitError
-        from clusteraccept.slurm_commands import slurm_blocks
+        from clusteraccept.jobs.slurm_clients import slurm_blocks
 
         try:
             state.site = dataclasses.replace(state.site, blocks=slurm_blocks(state.site))
@@ -167,7 +168,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--only-due decides what a new run submits: not with --rejudge or --resume")
     if rejudge:
         state.rejudge = Path(rejudge)
-        if not (state.rejudge / session.RESULTS).exists():
+        if not (state.rejudge / flow.RESULTS).exists():
             raise pytest.UsageError(
                 f"--rejudge {rejudge}: expected a run directory with results.json, got none there"
             )
@@ -177,7 +178,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from clusteraccept.ops.resume import new_token
 
         state.resume = Path(config.getoption("--resume"))
-        if not (state.resume / session.RESULTS).exists():
+        if not (state.resume / flow.RESULTS).exists():
             raise pytest.UsageError(f"--resume {state.resume}: expected a run directory with results.json")
         state.run_dir, state.run_id = state.resume, state.resume.name
         workerinput = getattr(config, "workerinput", None) or {}
@@ -243,7 +244,7 @@ def _results(config: pytest.Config) -> dict[str, Any]:
     assert state.site is not None and state.run_dir is not None
     if state.rejudge is not None:
         with locked(state.run_dir):
-            state.results = session.rejudge(state.site, state.run_dir)
+            state.results = flow.rejudge(state.site, state.run_dir)
     elif state.resume is not None:
         from clusteraccept.ops.resume import ResumeError, resume_run
 
@@ -255,13 +256,13 @@ def _results(config: pytest.Config) -> dict[str, Any]:
             except ResumeError as exc:
                 raise pytest.UsageError(str(exc)) from None
     else:
-        path = state.run_dir / session.RESULTS
+        path = state.run_dir / flow.RESULTS
         with locked(state.run_dir):
             if path.exists():
                 state.results = read_json(path)
             else:
-                state.results = session.execute(
-                    session.Request(
+                state.results = flow.execute(
+                    flow.Request(
                         site=state.site,
                         run_dir=state.run_dir,
                         families=state.families,
@@ -351,7 +352,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             state.ops_lines = run_for_site(state.site, state.run_dir, apply_now=drain == "apply")
         proposal = session.config.getoption("--propose-baselines")
         if proposal:
-            from clusteraccept.propose import write_proposal
+            from clusteraccept.judge.propose import write_proposal
 
             write_proposal(read_json(path), Path(proposal))
 

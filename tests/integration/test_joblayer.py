@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from clusteraccept.errors import SubmitError
-from clusteraccept.plan import CampaignJob, ProbeJob, Round, Step
-from clusteraccept.site import Site, parse_site
-from clusteraccept.submit import JobLayer
+from clusteraccept.jobs.submit import JobLayer
+from clusteraccept.plan.jobs import CampaignJob, ProbeJob, Round, Step
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 pytestmark = pytest.mark.vcluster
 
@@ -162,7 +163,7 @@ def test_sbatch_refusal_is_an_error_with_sbatch_message(vcluster: Any) -> None:
 
 
 def test_blocks_from_scontrol_topology(vcluster: Any) -> None:
-    from clusteraccept.submit import slurm_blocks
+    from clusteraccept.jobs.slurm_clients import slurm_blocks
 
     site = parse_site(
         Path("vtest.yaml"),
@@ -179,7 +180,7 @@ def test_blocks_from_scontrol_topology(vcluster: Any) -> None:
 
 
 def test_drained_node_is_left_out_and_reported(vcluster: Any) -> None:
-    from clusteraccept.session import Request, execute
+    from clusteraccept.flow import Request, execute
 
     site = make_site(vcluster)
     env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}

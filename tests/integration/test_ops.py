@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from clusteraccept.ops.cron import parse_scrontab
-from clusteraccept.ops.drain import parse_sinfo
+from clusteraccept.jobs.slurm_clients import parse_sinfo
 from clusteraccept.report.model import banner
+from clusteraccept.site.cron import parse_scrontab
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vcluster

@@ -1,4 +1,4 @@
-"""The seams and the judge: runner (live and host profile), redaction, references, evidence archive,
+"""The seams and the judge: hostio (live and host profile), redaction, references, evidence archive,
 parse CLI."""
 
 from __future__ import annotations
@@ -10,18 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from clusteraccept import runner
-from clusteraccept.baselines import Outcome, Reference, judge, lookup
-from clusteraccept.evidence import Evidence, archive, load
+from clusteraccept import hostio
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs.archive import archive, load
+from clusteraccept.judge.verdicts import Outcome, judge
 from clusteraccept.redact import REDACTED, redact_text
+from clusteraccept.site.baselines import Reference, lookup
 
 
 def test_runner_live_command_timeout_and_missing() -> None:
-    ok = runner.run([sys.executable, "-c", "print('hi')"], timeout_s=30)
+    ok = hostio.run([sys.executable, "-c", "print('hi')"], timeout_s=30)
     assert ok.returncode == 0 and ok.stdout == "hi\n" and ok.source == Path(sys.executable).name
-    slow = runner.run(["sleep", "5"], timeout_s=0.2)
+    slow = hostio.run(["sleep", "5"], timeout_s=0.2)
     assert slow.returncode is None and "timed out after 0.2 s" in slow.stderr
-    missing = runner.run(["/no/such/tool", "-x"], timeout_s=5)
+    missing = hostio.run(["/no/such/tool", "-x"], timeout_s=5)
     assert missing.returncode == 127 and "not found" in missing.stderr
 
 
@@ -33,12 +35,12 @@ def test_runner_host_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     (node / "commands.json").write_text(json.dumps([{"match": "nvidia-smi topo -m", "stdout": "topo.txt"}]))
     monkeypatch.setenv("CLUSTERACCEPT_HOST_PROFILE", str(tmp_path))
     monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", "node7")
-    ev = runner.run(["nvidia-smi", "topo", "-m"], timeout_s=5)
+    ev = hostio.run(["nvidia-smi", "topo", "-m"], timeout_s=5)
     assert (ev.host, ev.returncode, ev.stdout) == ("node7", 0, "GPU0\tX\n")
-    assert runner.run(["ibstat"], timeout_s=5).returncode == 127  # not recorded: absent on that host
-    assert runner.read("/sys/class/net/ib0/mtu").stdout == "4092\n"
-    assert runner.read("/sys/class/net/ib1/mtu").returncode == 1
-    assert runner.listdir("/sys/class/net") == ["ib0"]
+    assert hostio.run(["ibstat"], timeout_s=5).returncode == 127  # not recorded: absent on that host
+    assert hostio.read("/sys/class/net/ib0/mtu").stdout == "4092\n"
+    assert hostio.read("/sys/class/net/ib1/mtu").returncode == 1
+    assert hostio.listdir("/sys/class/net") == ["ib0"]
 
 
 def test_redaction() -> None:
@@ -88,10 +90,10 @@ def test_lookup_most_specific() -> None:
 def test_parse_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "garbage.txt"
     bad.write_text("this is not\nan ibstat output\n")
-    proc = subprocess.run([sys.executable, "-m", "clusteraccept.parse", "ibstat", str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "clusteraccept.parsers", "ibstat", str(bad)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stderr.startswith(f"{bad}:") and "Traceback" not in proc.stderr
     assert ": expected " in proc.stderr
-    unknown = subprocess.run([sys.executable, "-m", "clusteraccept.parse", "nosuchtool", str(bad)],
+    unknown = subprocess.run([sys.executable, "-m", "clusteraccept.parsers", "nosuchtool", str(bad)],
                              capture_output=True, text=True, check=False)
     assert unknown.returncode == 2 and "unknown tool 'nosuchtool'" in unknown.stderr

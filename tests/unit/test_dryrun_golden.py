@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from clusteraccept.flow import Request, execute
 from clusteraccept.render import REPO_ROOT
-from clusteraccept.session import Request, execute
-from clusteraccept.site import load_site
+from clusteraccept.site.load import load_site
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 RERECORD = os.environ.get("CLUSTERACCEPT_RERECORD") == "1"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from clusteraccept.plan import make_plan, tool_of
+from clusteraccept.plan.jobs import make_plan, tool_of
 from clusteraccept.sim.hosts import Part, write_profile
-from clusteraccept.site import load_site
+from clusteraccept.site.load import load_site
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.site import load_site, parse_site
+from clusteraccept.site.load import load_site, parse_site
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "site-configs"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from clusteraccept.baselines import Verdict
 from clusteraccept.evidence import Evidence
-from clusteraccept.site import Site
+from clusteraccept.judge.verdicts import Verdict
+from clusteraccept.site.model import Site
 
 FAMILIES = ("topology", "gpudirect", "roce", "sharp", "nccl")
 

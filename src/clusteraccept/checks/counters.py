@@ -24,12 +24,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.parsers import counters as pc
 from clusteraccept.probes.counters import IB_DATA, IB_ERRORS, IB_WIDTH_BITS
-from clusteraccept.site_settings import Roce
+from clusteraccept.site.fabric import Roce
 
 Archived = tuple[Evidence, str]
 MIN_TRAFFIC_B = 1 << 20  # below this a window carried no RoCE traffic worth a per-priority share

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import ibstat
-from clusteraccept.parsers.nccl_tests import nccl_version_of
+from clusteraccept.parsers.nccl_tests_result import nccl_version_of
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.20  Wed Mar 12 ..." and
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."

@@ -22,8 +22,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from clusteraccept.baselines import Verdict, error, expect, lookup, skip
-from clusteraccept.baselines import judge as judge_value
 from clusteraccept.checks.hostfacts import (
     NodeEvidence,
     every_subject,
@@ -34,11 +32,14 @@ from clusteraccept.checks.hostfacts import (
     parsed,
 )
 from clusteraccept.errors import ParseError
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
+from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES
 from clusteraccept.probes.topology import IB_CLASS_DIR, PCI_DEVICES
-from clusteraccept.site import Site
-from clusteraccept.subjects import gpu_subject, rail_subject
+from clusteraccept.site.baselines import lookup
+from clusteraccept.site.model import Site
 
 FAMILY = "gpudirect"
 _DRIVER = re.compile(r"NVRM version: NVIDIA UNIX (Open Kernel Module for \S+|\S+ Kernel Module)\s+([0-9.]+)")

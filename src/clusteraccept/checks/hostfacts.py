@@ -13,12 +13,12 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from clusteraccept.baselines import Verdict
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.parsers.lspci import normalize_bdf
-from clusteraccept.site import Site
-from clusteraccept.subjects import gpu_subject, rail_subject
+from clusteraccept.plan.subjects import gpu_subject, rail_subject
+from clusteraccept.site.model import Site
 
 T = TypeVar("T")
 Item = tuple[Evidence, str]

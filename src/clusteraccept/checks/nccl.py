@@ -17,16 +17,18 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.baselines import Outcome, Verdict, error, expect, lookup, skip
-from clusteraccept.baselines import judge as judge_value
 from clusteraccept.checks import counters
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
+from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import nccl_tests, torch_nccl
-from clusteraccept.schema import format_size
-from clusteraccept.site import Site
-from clusteraccept.subjects import rail_subject
+from clusteraccept.plan.subjects import rail_subject
+from clusteraccept.site.baselines import lookup
+from clusteraccept.site.model import Site
+from clusteraccept.site.schema import format_size
 
 FAMILY = "nccl"
 SOURCES = ("nccl-tests", "torch-nccl")  # torch-nccl: the PyTorch NCCL fallback collector, never nccl-tests
@@ -98,7 +100,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
         ], []
     gpus = site.node_type(_expected_hosts(meta)[0]).gpus
     nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
-    findings = nccl_tests.launch_checks(
+    findings = launch_checks(
         result,
         expected_hosts=_expected_hosts(meta),
         expected_nranks=nranks,

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.checks import counters
 from clusteraccept.checks.roce_evidence import (
     Archived,
@@ -28,11 +27,12 @@ from clusteraccept.checks.roce_evidence import (
 )
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.parsers import roce_sysfs, show_gids
-from clusteraccept.site import Site
-from clusteraccept.site_nodes import Rail
-from clusteraccept.site_settings import Roce
-from clusteraccept.subjects import rail_subject
+from clusteraccept.plan.subjects import rail_subject
+from clusteraccept.site.fabric import Roce
+from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import Rail
 
 FAMILY = "roce"
 NODE_CHECKS = ("roce.netdevs",)

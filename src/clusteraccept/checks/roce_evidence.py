@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import dcb, mlnx_qos, roce_sysfs
-from clusteraccept.site_nodes import Rail
+from clusteraccept.site.nodes import Rail
 
 Archived = tuple[Evidence, str]
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clusteraccept.baselines import Verdict, error, expect, lookup, skip
-from clusteraccept.baselines import judge as judge_value
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import nccl_tests, sharp
-from clusteraccept.schema import format_size
-from clusteraccept.site import Site
-from clusteraccept.subjects import subjects
+from clusteraccept.plan.subjects import subjects
+from clusteraccept.site.baselines import lookup
+from clusteraccept.site.model import Site
+from clusteraccept.site.schema import format_size
 
 FAMILY = "sharp"
 CHECKS = ("sharp.hello", "sharp.collnet", "sharp.uplift")

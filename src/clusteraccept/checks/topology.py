@@ -19,7 +19,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from clusteraccept.baselines import Verdict, error, expect, skip
 from clusteraccept.checks.hostfacts import (
     NodeEvidence,
     Pci,
@@ -29,11 +28,12 @@ from clusteraccept.checks.hostfacts import (
     judge_nodes,
     parsed,
 )
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
+from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
-from clusteraccept.site import Site
-from clusteraccept.site_nodes import Rail
-from clusteraccept.subjects import gpu_subject, rail_subject
+from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import Rail
 
 FAMILY = "topology"
 CLOSE = ("PIX", "PXB")

@@ -2,5 +2,5 @@
 
 Everything here works from a run directory's ``results.json`` (and its raw/ evidence) or from the site: the
 acceptance flow itself (plan -> submit -> judge) stays in session.py. Slurm node-state commands (sinfo,
-scontrol update) go through ``runner.run`` like every other command.
+scontrol update) go through ``hostio.run`` like every other command.
 """

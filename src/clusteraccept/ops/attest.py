@@ -159,7 +159,7 @@ class SiteDue:
 def site_due(site: Any, root: Path, now: datetime, exclude_run: str | None = None) -> SiteDue:
     """From the runs under ``root`` (``<reports-dir>/<site>``), leaving out ``exclude_run`` (the run that is
     asking: it must not attest itself)."""
-    from clusteraccept.subjects import subjects
+    from clusteraccept.plan.subjects import subjects
 
     runs = [r for r in load_runs(root) if r.get("run_id") != exclude_run] if root.is_dir() else []
     state = attestations(runs, site.nodes, site.ops.attest.ttl_days)
@@ -171,7 +171,7 @@ def report_lines(site: Any, reports: Path | None, only_due: bool, now: datetime 
     """``python -m clusteraccept attest``: one line per node and link (or per due one)."""
     from datetime import UTC
 
-    from clusteraccept.ops.nightly import reports_dir
+    from clusteraccept.site.model import reports_dir
 
     found = site_due(site, (reports or reports_dir(site)) / site.name, now or datetime.now(UTC))
     if only_due:

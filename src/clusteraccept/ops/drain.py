@@ -7,15 +7,12 @@ of its GPUs/rails. Guards: a node that already has a reason that is not ours (dr
 else) is never touched and keeps its reason; more than ``drain.max_fraction`` of a block convicted in one
 run drains none of that block (a broken baseline or a shared component must not empty the cluster).
 
-Slurm commands (all through ``runner.run`` with the site's SLURM_CONF, like every other command):
-- state: ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name,
-  %T extended state (``drained``, ``draining``, ``idle``...), %E reason (``none`` when there is none);
+The commands (run by jobs/slurm_clients.py, where every Slurm client call of the submit host is):
+- state: ``sinfo -N -h -o '%N|%T|%E'`` (slurm_clients.node_states);
 - drain: ``scontrol update NodeName=X State=DRAIN Reason="clusteraccept: <check> <what> <run-id>"``
   (scontrol(1): DRAIN needs a Reason);
 - undrain: ``scontrol update NodeName=X State=UNDRAIN``: scontrol(1) "Clears the node from being drained
   (like RESUME), but will not change the node's base state (e.g. DOWN)".
-These live here rather than in submit.py: submit.py is the submitit seam (jobs), this is node
-administration on the submit host, and keeping it apart keeps both under 400 lines and testable alone.
 """
 
 from __future__ import annotations
@@ -29,25 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REASON_PREFIX = "clusteraccept:"
+from clusteraccept.jobs.slurm_clients import REASON_PREFIX, NodeState, node_states, scontrol_update
+
 NODE_KINDS = ("node", "rail")  # localization culprit kinds that convict a node
+
+
 _RUN_TS = re.compile(r"^(\d{8}T\d{6}Z)")
-SINFO = ("sinfo", "-N", "-h", "-o", "%N|%T|%E")
-
-
-@dataclass(frozen=True)
-class NodeState:
-    name: str
-    state: str  # sinfo %T, lower case: idle, drained, draining, down, mixed+drain...
-    reason: str  # "" when Slurm has none
-
-    @property
-    def drained(self) -> bool:
-        return "drain" in self.state
-
-    @property
-    def ours(self) -> bool:
-        return self.reason.startswith(REASON_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -73,20 +57,6 @@ class Action:
 class DrainPlan:
     actions: tuple[Action, ...]
     skipped: tuple[tuple[str, str], ...]  # (node, why nothing is done to it)
-
-
-def parse_sinfo(text: str) -> dict[str, NodeState]:
-    """``node1|drained|admin: PSU swap`` lines -> states (a node in several partitions appears once)."""
-    out: dict[str, NodeState] = {}
-    for line in text.splitlines():
-        parts = line.strip().split("|", 2)
-        if len(parts) != 3 or not parts[0]:
-            continue
-        reason = parts[2].strip()
-        out.setdefault(
-            parts[0], NodeState(parts[0], parts[1].strip().lower(), "" if reason == "none" else reason)
-        )
-    return out
 
 
 def _node_of(subject: str, nodes: set[str]) -> str | None:
@@ -220,28 +190,11 @@ def plan_undrain(
     return DrainPlan(tuple(actions), tuple(skipped))
 
 
-# --- I/O: read Slurm's view, apply, record ------------------------------------------------------------
-def slurm_env(slurm_conf: str | None) -> dict[str, str] | None:
-    return {"SLURM_CONF": slurm_conf} if slurm_conf else None
-
-
-def node_states(slurm_conf: str | None) -> dict[str, NodeState]:
-    from clusteraccept import runner
-    from clusteraccept.errors import SubmitError
-
-    ev = runner.run(list(SINFO), timeout_s=30, source="sinfo", env=slurm_env(slurm_conf))
-    if not ev.ok:
-        raise SubmitError(f"{shlex.join(SINFO)} failed: {(ev.stderr or 'no output').strip()}")
-    return parse_sinfo(ev.stdout)
-
-
 def apply(actions: Sequence[Action], slurm_conf: str | None) -> list[str]:
     """Run the scontrol commands; one line per command saying what happened."""
-    from clusteraccept import runner
-
     out = []
     for a in actions:
-        ev = runner.run(list(a.argv), timeout_s=30, source="scontrol", env=slurm_env(slurm_conf))
+        ev = scontrol_update(a.argv, slurm_conf)
         status = "ok" if ev.ok else f"FAILED rc={ev.returncode}: {(ev.stderr or ev.stdout).strip()}"
         out.append(f"{a.line}  # {status}")
     return out

@@ -26,22 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.ops.cron import parse_scrontab
 from clusteraccept.ops.scope import due_partial, nothing_due, summary_line
 from clusteraccept.render import REPO_ROOT, render
 from clusteraccept.report.model import NOTHING_DUE
-from clusteraccept.site import Site
+from clusteraccept.site.cron import parse_scrontab
+from clusteraccept.site.model import Site, reports_dir, summary_path
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
+
+
 OK, REGRESSED, INCOMPLETE = 0, 1, 2
-
-
-def reports_dir(site: Site) -> Path:
-    return Path(site.ops.nightly.reports_dir or REPO_ROOT / "reports")
-
-
-def summary_path(site: Site) -> Path:
-    return Path(site.ops.nightly.summary_file or reports_dir(site) / site.name / "nightly-summary.txt")
 
 
 def complete(results: Mapping[str, Any]) -> bool:

@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.evidence import Evidence, archive, archive_name, load, slug
-from clusteraccept.plan import CampaignJob, Plan, ProbeJob, make_plan
-from clusteraccept.site import Site
-from clusteraccept.site_settings import COLLECTIVES
+from clusteraccept.evidence import Evidence, slug
+from clusteraccept.jobs.archive import archive, archive_name, load
+from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, make_plan
+from clusteraccept.site.campaign import COLLECTIVES
+from clusteraccept.site.model import Site
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
 NODE_FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")
@@ -225,12 +226,12 @@ def resume_run(
     site: Site, run_dir: Path, *, executor: str | None = None, token: str | None = None
 ) -> dict[str, Any]:
     """Rerun the lost part of ``run_dir`` and merge it in; returns the updated results (also written)."""
-    from clusteraccept import session
-    from clusteraccept.ops.scope import judged_nodes
+    from clusteraccept import flow
+    from clusteraccept.flow import judged_nodes
+    from clusteraccept.jobs.submit import JobLayer
     from clusteraccept.rundir import read_json, write_json
-    from clusteraccept.submit import JobLayer
 
-    path = run_dir / session.RESULTS
+    path = run_dir / flow.RESULTS
     if not path.exists():
         raise ResumeError(f"--resume {run_dir}: expected a run directory with results.json, got none there")
     results: dict[str, Any] = read_json(path)
@@ -239,10 +240,10 @@ def resume_run(
         return results  # another pytest-xdist worker of this session already resumed it
     if results.get("dry_run"):
         raise ResumeError(f"--resume {run_dir}: a dry run submitted nothing; run it for real instead")
-    if results.get("baselines_sha256") and results["baselines_sha256"] != session.baselines_hash(site):
+    if results.get("baselines_sha256") and results["baselines_sha256"] != flow.baselines_hash(site):
         raise ResumeError(
             f"--resume {run_dir}: the site's baselines changed since this run (sha256 "
-            f"{results['baselines_sha256']} -> {session.baselines_hash(site)}); --rejudge it first"
+            f"{results['baselines_sha256']} -> {flow.baselines_hash(site)}); --rejudge it first"
         )
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
@@ -270,7 +271,7 @@ def resume_run(
     layer = JobLayer(site, run_dir, executor=executor)
     small = reduced_plan(plan, rerun, f"r{n}")
     for pj in small.probe_jobs:
-        layer.submit_probes(pj, session.probe_options(site))
+        layer.submit_probes(pj, flow.probe_options(site))
     for cj in small.campaign_jobs:
         layer.submit_campaign(cj)
     outcomes = layer.wait()
@@ -280,13 +281,13 @@ def resume_run(
             name = archive_name(ev)
             archive(ev, run_dir / "raw", family, name)
     archived = _archived(run_dir)
-    new_jobs = [session._outcome_dict(o) for o in outcomes]
+    new_jobs = [flow._outcome_dict(o) for o in outcomes]
     results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)
     entry["jobs"] = [j["name"] for j in new_jobs]
     # a due-only run judges its due nodes only (ops/scope.py): the others were never probed
     nodes = judged_nodes(results, site.nodes)
-    results["verdicts"] = [v.to_dict() for v in session.judge_all(site, archived, families, nccl, nodes)]
-    results["fingerprint"] = session.fingerprint_of(archived)
+    results["verdicts"] = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes)]
+    results["fingerprint"] = flow.fingerprint_of(archived)
     entry["ended"] = results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
     resumes.append(entry)
     write_json(path, results)

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusteraccept.ops.attest import Attestation, Due, attestations, load_runs, site_due
-from clusteraccept.plan import CampaignJob, Plan, Step
+from clusteraccept.plan.jobs import CampaignJob, Plan, Step
 from clusteraccept.report.model import NOTHING_DUE, not_planned_reason, split_pair
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 if TYPE_CHECKING:
-    from clusteraccept.submit import JobOutcome
+    from clusteraccept.jobs.submit import JobOutcome
+from clusteraccept.flow import only_due
 
 
 @dataclass(frozen=True)
@@ -163,10 +164,6 @@ def of_results(site: Site, results: Mapping[str, Any], root: Path) -> Scope | No
     return build(site, [Due(str(d["subject"]), str(d["why"])) for d in rec.get("due", [])], held, as_of)
 
 
-def only_due(results: Mapping[str, Any]) -> bool:
-    return bool((results.get("scope") or {}).get("only_due"))
-
-
 def due_partial(results: Mapping[str, Any]) -> bool:
     """A due-only run that left something out (not every node was due). report.model.partial also counts
     -k subsets; the nightly never runs one."""
@@ -176,14 +173,6 @@ def due_partial(results: Mapping[str, Any]) -> bool:
 def nothing_due(results: Mapping[str, Any]) -> bool:
     """A due-only run that found nothing due: it submitted nothing, on purpose."""
     return only_due(results) and not results["scope"].get("due")
-
-
-def judged_nodes(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[str, ...]:
-    """The nodes a run's node checks judge: every node, or only the due ones of a due-only run."""
-    if not only_due(results):
-        return tuple(nodes)
-    probed = set(results["scope"].get("nodes", ()))
-    return tuple(n for n in nodes if n in probed)
 
 
 def summary_line(results: Mapping[str, Any], shown: int = 3) -> str | None:

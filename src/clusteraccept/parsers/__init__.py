@@ -1,6 +1,6 @@
 """Pure parsers, one module per tool: ``parse(text: str) -> frozen dataclass``; ParseError on nonsense.
 
-TOOLS maps the tool name used on the command line (``python -m clusteraccept.parse TOOL FILE``) to its
+TOOLS maps the tool name used on the command line (``python -m clusteraccept.parsers TOOL FILE``) to its
 module in this package. Every module exposes ``parse(text: str)``.
 """
 

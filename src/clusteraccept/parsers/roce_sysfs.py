@@ -1,6 +1,6 @@
 """RoCE ECN / congestion control and RDMA-CM defaults from sysfs and configfs: path builders, pure parser.
 
-Not a CLI tool: the probe reads the files these builders name (through runner.read) and the judge passes
+Not a CLI tool: the probe reads the files these builders name (through hostio.read) and the judge passes
 ``{path: content}`` to :func:`parse`. Paths, with their sources:
 
 - ECN per priority, notification point / reaction point (DCQCN NP/RP):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusteraccept.errors import ParseError
-from clusteraccept.parsers.nccl_tests import Measurement, NcclTestsResult, RankInfo, Row
+from clusteraccept.parsers.nccl_tests_result import Measurement, NcclTestsResult, RankInfo, Row
 
 FORMAT = "clusteraccept.torch-nccl"
 VERSIONS = (1,)

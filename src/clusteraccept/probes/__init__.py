@@ -1,7 +1,7 @@
 """Node-side collectors (DESIGN.md §4): gather evidence only; no parsing, no thresholds.
 
 Each family module exposes ``collect(options) -> list[Evidence]``; every command goes through
-``runner.run`` and every file read through ``runner.read``.
+``hostio.run`` and every file read through ``hostio.read``.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.parsers import roce_sysfs
 
@@ -77,7 +77,7 @@ def _files(title: str, paths: dict[str, str], unreadable: list[str]) -> list[str
     """``### title`` then ``name: value`` for each readable file; the others go to ``unreadable``."""
     lines = [f"### {title}"]
     for name, path in paths.items():
-        ev = runner.read(path)
+        ev = hostio.read(path)
         value = ev.stdout.strip()
         if ev.ok and value.isdigit():
             lines.append(f"{name}: {value}")
@@ -89,10 +89,10 @@ def _files(title: str, paths: dict[str, str], unreadable: list[str]) -> list[str
 def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     hca, port = str(rail["hca"]), int(rail["port"])
     base = f"/sys/class/infiniband/{hca}/ports/{port}"
-    link = runner.read(f"{base}/link_layer")
+    link = hostio.read(f"{base}/link_layer")
     netdev = rail.get("netdev") or ""
     if not netdev and link.ok and link.stdout.strip() == "Ethernet":
-        ndev = runner.read(f"{base}/gid_attrs/ndevs/0")  # the GID's net device (same ABI file)
+        ndev = hostio.read(f"{base}/gid_attrs/ndevs/0")  # the GID's net device (same ABI file)
         netdev = ndev.stdout.strip() if ndev.ok and "/" not in ndev.stdout else ""
     out = [f"## rail {rail['gpu']} hca {hca} port {port} netdev {netdev or '-'}"]
     unreadable: list[str] = []
@@ -102,7 +102,7 @@ def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     names = (*IB_ERRORS, *IB_DATA)
     out += _files(f"ib-counters {base}/counters", {n: f"{base}/counters/{n}" for n in names}, unreadable)
     if link.stdout.strip() == "Ethernet" and netdev:
-        stats = runner.run(["ethtool", "-S", netdev], timeout_s, source="ethtool-stats")
+        stats = hostio.run(["ethtool", "-S", netdev], timeout_s, source="ethtool-stats")
         if stats.ok:
             out += [f"### ethtool-stats rc={stats.returncode}", stats.stdout.rstrip("\n")]
         else:
@@ -121,7 +121,7 @@ def snapshot(rails: list[dict[str, Any]], timeout_s: float, meta: dict[str, str]
     for rail in rails:
         lines += _rail_section(rail, timeout_s)
     return Evidence(
-        runner.hostname(),
+        hostio.hostname(),
         "counters",
         path="/sys/class/infiniband",
         returncode=0,
@@ -137,7 +137,7 @@ def snapshot_to(out_dir: Path, rails_file: Path, label: str, meta: dict[str, str
 
     node_rails = json.loads(rails_file.read_text())
     # 10 s per ethtool: 8 rails stay inside the driver's 110 s for the whole snapshot step
-    ev = snapshot(list(node_rails.get(runner.hostname(), [])), 10.0, {**meta, "snapshot": label})
+    ev = snapshot(list(node_rails.get(hostio.hostname(), [])), 10.0, {**meta, "snapshot": label})
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(label)}-{slug(ev.host)}.json"
     tmp = path.with_suffix(f".tmp{os.getpid()}")

@@ -10,24 +10,24 @@ Commands and files (all optional on a given host; absence is recorded, not an er
 
 from __future__ import annotations
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 
 
 def collect(options: dict[str, object]) -> list[Evidence]:
     timeout_s = float(options.get("timeout_s", 60))  # type: ignore[arg-type]
     out = [
-        runner.run(["uname", "-r"], timeout_s, source="uname"),
-        runner.run(
+        hostio.run(["uname", "-r"], timeout_s, source="uname"),
+        hostio.run(
             ["nvidia-smi", "--query-gpu=index,name,driver_version,pci.bus_id", "--format=csv,noheader"],
             timeout_s,
             source="nvidia-smi-query",
         ),
-        runner.run(["ofed_info", "-s"], timeout_s, source="ofed_info"),
-        runner.read("/proc/driver/nvidia/version", source="nvidia-driver"),
+        hostio.run(["ofed_info", "-s"], timeout_s, source="ofed_info"),
+        hostio.read("/proc/driver/nvidia/version", source="nvidia-driver"),
     ]
     out += [
-        runner.read(f"/sys/class/infiniband/{hca}/fw_ver", source="hca-fw")
-        for hca in runner.listdir("/sys/class/infiniband")
+        hostio.read(f"/sys/class/infiniband/{hca}/fw_ver", source="hca-fw")
+        for hca in hostio.listdir("/sys/class/infiniband")
     ]
     return out

@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 from clusteraccept.probes.topology import (
     IB_CLASS_DIR,
@@ -56,7 +56,7 @@ def _rails(options: dict[str, object]) -> list[dict[str, Any]]:
     node_rails = options.get("node_rails")
     if not isinstance(node_rails, dict):
         return []
-    rails = node_rails.get(runner.hostname(), [])
+    rails = node_rails.get(hostio.hostname(), [])
     return [r for r in rails if isinstance(r, dict)] if isinstance(rails, list) else []
 
 
@@ -91,7 +91,7 @@ def loopback_write_bw(binary: str, rail: dict[str, Any], timeout_s: float) -> li
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     server: list[Evidence] = []
     thread = threading.Thread(
-        target=lambda: server.append(runner.run(argv, SERVER_TIMEOUT_S, source="perftest", env=env))
+        target=lambda: server.append(hostio.run(argv, SERVER_TIMEOUT_S, source="perftest", env=env))
     )
     thread.start()
     # The client cannot connect before the server listens; perftest then says "Couldn't connect to
@@ -99,7 +99,7 @@ def loopback_write_bw(binary: str, rail: dict[str, Any], timeout_s: float) -> li
     attempt = 0
     while True:
         attempt += 1
-        client = runner.run(
+        client = hostio.run(
             [*argv, "localhost"], min(timeout_s, SERVER_TIMEOUT_S - 5), source="perftest", env=env
         )
         refused = "Couldn't connect to" in client.stderr + client.stdout
@@ -119,16 +119,16 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     out = [
         gpu_list,
         hca_list,
-        runner.run(
+        hostio.run(
             ["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
             timeout_s,
             source="nvidia-smi-query",
         ),
-        runner.read("/proc/driver/nvidia/version", source="nvidia-driver"),
-        runner.run(["uname", "-r"], timeout_s, source="uname"),
-        runner.run(["lsmod"], timeout_s, source="lsmod"),
-        *[runner.read(f"/sys/module/{m}/initstate") for m in PEERMEM_MODULES],
-        *[runner.read(f"{PCI_DEVICES}/{b}/iommu_group/type") for b in bdfs],
+        hostio.read("/proc/driver/nvidia/version", source="nvidia-driver"),
+        hostio.run(["uname", "-r"], timeout_s, source="uname"),
+        hostio.run(["lsmod"], timeout_s, source="lsmod"),
+        *[hostio.read(f"/sys/module/{m}/initstate") for m in PEERMEM_MODULES],
+        *[hostio.read(f"{PCI_DEVICES}/{b}/iommu_group/type") for b in bdfs],
         # the group itself: absent = IOMMU off; present without "type" = a kernel too old to say the mode
         *[listing(f"{PCI_DEVICES}/{b}/iommu_group")[0] for b in bdfs],
     ]
@@ -140,7 +140,7 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     if bdfs and names:  # ACS matters between a GPU and a NIC
         leaves = {p.rsplit("/", 1)[-1] for p in paths}
         out += [
-            runner.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")
+            hostio.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")
             for b in _bridges(paths, leaves)
         ]
     perftest_bin = options.get("perftest_bin")

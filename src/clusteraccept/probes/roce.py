@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import roce_sysfs
 from clusteraccept.probes import counters
@@ -51,7 +51,7 @@ def _snapshot(rails: list[dict[str, Any]], timeout_s: float, seq: int) -> Eviden
 def _netdev(rail: dict[str, Any], out: list[Evidence], meta: dict[str, str]) -> str | None:
     if rail.get("netdev"):
         return str(rail["netdev"])
-    ev = runner.read(f"/sys/class/infiniband/{rail['hca']}/ports/{rail['port']}/gid_attrs/ndevs/0")
+    ev = hostio.read(f"/sys/class/infiniband/{rail['hca']}/ports/{rail['port']}/gid_attrs/ndevs/0")
     out.append(_tag(ev, **meta, role="ndev"))
     name = ev.stdout.strip()
     # A name for a path component only; anything else is left for the judge to report from the evidence.
@@ -59,14 +59,14 @@ def _netdev(rail: dict[str, Any], out: list[Evidence], meta: dict[str, str]) -> 
 
 
 def _qos(netdev: str, timeout_s: float, meta: dict[str, str]) -> list[Evidence]:
-    qos = _tag(runner.run(["mlnx_qos", "-i", netdev], timeout_s, source="mlnx_qos"), **meta, role="qos")
-    if qos.returncode != 127:  # 127: not installed (runner's convention) -> iproute2 dcb instead
+    qos = _tag(hostio.run(["mlnx_qos", "-i", netdev], timeout_s, source="mlnx_qos"), **meta, role="qos")
+    if qos.returncode != 127:  # 127: not installed (hostio's convention) -> iproute2 dcb instead
         return [qos]
     return [
         qos,
         *(
             _tag(
-                runner.run(["dcb", "-N", what, "show", "dev", netdev], timeout_s, source="dcb-pfc"),
+                hostio.run(["dcb", "-N", what, "show", "dev", netdev], timeout_s, source="dcb-pfc"),
                 **meta,
                 role=f"dcb-{what}",
             )
@@ -79,19 +79,19 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     if not options.get("roce"):
         return []
     timeout_s = float(options.get("timeout_s", 60))  # type: ignore[arg-type]
-    host = runner.hostname()
+    host = hostio.hostname()
     node_rails = options.get("node_rails") or {}
     assert isinstance(node_rails, dict)
     rails: list[dict[str, Any]] = list(node_rails.get(host, []))
     out: list[Evidence] = []
-    net_names = runner.listdir("/sys/class/net")
+    net_names = hostio.listdir("/sys/class/net")
     out.append(
         Evidence(host, "sysfs", path="/sys/class/net", stdout="\n".join(net_names), meta={"role": "netdevs"})
     )
     roce: list[tuple[dict[str, str], str]] = []
     for rail in rails:
         meta = _rail_meta(rail, rail.get("netdev"))
-        link = runner.read(f"/sys/class/infiniband/{rail['hca']}/ports/{rail['port']}/link_layer")
+        link = hostio.read(f"/sys/class/infiniband/{rail['hca']}/ports/{rail['port']}/link_layer")
         out.append(_tag(link, **meta, role="link_layer"))
         netdev = _netdev(rail, out, meta)
         if netdev is None or not link.ok or link.stdout.strip() != "Ethernet":
@@ -104,7 +104,7 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     for meta, netdev in roce:
         out += _qos(netdev, timeout_s, meta)
         for path in roce_sysfs.all_paths(netdev, meta["hca"], int(meta["port"])):
-            out.append(_tag(runner.read(path, source="roce-sysfs"), **meta, role="sysfs"))
+            out.append(_tag(hostio.read(path, source="roce-sysfs"), **meta, role="sysfs"))
     if roce:
-        out.append(_tag(runner.run(["show_gids"], timeout_s, source="show_gids"), role="gids"))
+        out.append(_tag(hostio.run(["show_gids"], timeout_s, source="show_gids"), role="gids"))
     return out + before + ([_snapshot(ports, timeout_s, 1)] if ports else [])

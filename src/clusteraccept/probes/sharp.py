@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 
 
@@ -20,5 +20,5 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     if not hello:
         return []
     timeout_s = float(options.get("timeout_s", 60))  # type: ignore[arg-type]
-    ev = runner.run([str(a) for a in hello], timeout_s, source="sharp")
+    ev = hostio.run([str(a) for a in hello], timeout_s, source="sharp")
     return [replace(ev, meta={**ev.meta, "role": "hello"})]

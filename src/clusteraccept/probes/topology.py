@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 
 NVIDIA_DRIVER_DIR = "/sys/bus/pci/drivers/nvidia"
@@ -34,9 +34,9 @@ def timeout_of(options: dict[str, object]) -> float:
 
 def listing(path: str) -> tuple[Evidence, list[str]]:
     """A directory listing as Evidence (one name per line; returncode 1 when absent or empty)."""
-    names = runner.listdir(path)
+    names = hostio.listdir(path)
     ev = Evidence(
-        runner.hostname(),
+        hostio.hostname(),
         "sysfs-listdir",
         path=path,
         returncode=0 if names else 1,
@@ -48,10 +48,10 @@ def listing(path: str) -> tuple[Evidence, list[str]]:
 
 def resolved(path: str) -> Evidence:
     """Where a sysfs link points (``/sys/bus/pci/devices/0000:19:00.0`` -> ``/sys/devices/pci.../``)."""
-    target = runner.realpath(path)
+    target = hostio.realpath(path)
     ok = target != path and target.startswith("/sys/devices/")
     return Evidence(
-        runner.hostname(),
+        hostio.hostname(),
         "sysfs-link",
         path=path,
         returncode=0 if ok else 1,
@@ -76,12 +76,12 @@ def device_path(link: Evidence) -> str | None:
 def pci_device(dev: str, attrs: tuple[str, ...] = DEVICE_ATTRS) -> list[Evidence]:
     """The link evidence of ``dev`` (a sysfs device link), its attributes, and its parent port's maxima."""
     link = resolved(dev)
-    out = [link] + [runner.read(f"{dev}/{a}") for a in attrs]
+    out = [link] + [hostio.read(f"{dev}/{a}") for a in attrs]
     path = device_path(link)
     if path is not None:
         parent = path.rsplit("/", 1)[0]
         if _BDF.fullmatch(parent.rsplit("/", 1)[-1]):  # a bridge above, not the host bridge "pci0000:17"
-            out += [runner.read(f"{parent}/{a}") for a in ("max_link_speed", "max_link_width")]
+            out += [hostio.read(f"{parent}/{a}") for a in ("max_link_speed", "max_link_width")]
     return out
 
 
@@ -105,16 +105,16 @@ def gpu_and_nic_devices() -> tuple[list[Evidence], list[str], list[str]]:
 def collect(options: dict[str, object]) -> list[Evidence]:
     timeout_s = timeout_of(options)
     out = [
-        runner.run(["nvidia-smi", "topo", "-m"], timeout_s, source="nvidia-smi-topo"),
-        runner.run(
+        hostio.run(["nvidia-smi", "topo", "-m"], timeout_s, source="nvidia-smi-topo"),
+        hostio.run(
             ["nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader"],
             timeout_s,
             source="nvidia-smi-query",
         ),
-        runner.run(["lscpu"], timeout_s, source="lscpu"),
+        hostio.run(["lscpu"], timeout_s, source="lscpu"),
     ]
     devices, _, _ = gpu_and_nic_devices()
     out += devices
     if any(ev.source == "sysfs-listdir" and ev.path == IB_CLASS_DIR and ev.ok for ev in devices):
-        out.append(runner.run(["ibstat"], timeout_s, source="ibstat"))
+        out.append(hostio.run(["ibstat"], timeout_s, source="ibstat"))
     return out

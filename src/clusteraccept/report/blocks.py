@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from clusteraccept.report import svg
 from clusteraccept.report.model import BlockRow
-from clusteraccept.schema import format_size
+from clusteraccept.site.schema import format_size
 
 MAX_BARS = 12
 MAX_CURVES = 8

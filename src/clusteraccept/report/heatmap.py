@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from clusteraccept.report import svg
 from clusteraccept.report.model import PairRow
-from clusteraccept.schema import format_size
+from clusteraccept.site.schema import format_size
 
 MAX_BINS = 48
 MAX_GRID_NODES = 64

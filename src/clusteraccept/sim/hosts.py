@@ -1,6 +1,6 @@
-"""Simulated hosts (DESIGN.md, Simulation): per-node host profiles that ``runner`` resolves to.
+"""Simulated hosts (DESIGN.md, Simulation): per-node host profiles that ``hostio`` resolves to.
 
-A profile is ``<root>/<node>/commands.json`` + ``<root>/<node>/fs/...`` (see runner.py). Each check family
+A profile is ``<root>/<node>/commands.json`` + ``<root>/<node>/fs/...`` (see hostio.py). Each check family
 contributes its part through a module ``clusteraccept.sim.profile_<family>`` exposing
 
     contribute(node: str, site: Site, faults: list[dict]) -> Part
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import slug
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 PARTS = ("topology", "gpudirect", "roce", "sharp", "counters")
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import Evidence
-from clusteraccept.plan import Step
+from clusteraccept.plan.jobs import Step
 from clusteraccept.sim.fabric import Fabric, fabric_from_dict
 from clusteraccept.sim.hosts import build_profiles
 from clusteraccept.sim.nccl_info import with_info
 from clusteraccept.sim.nccl_tests import install_bin_dir
 from clusteraccept.sim.nccl_tests_options import parse_args
 from clusteraccept.sim.nccl_tests_output import render
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 FABRIC_KINDS = {"slow_rail", "slow_node", "bad_cable", "slow_uplink", "non_mpi", "wrong"}
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from clusteraccept.probes.counters import IB_DATA, IB_ERRORS
 from clusteraccept.sim.hosts import Part
-from clusteraccept.site import Site
-from clusteraccept.site_nodes import Rail
+from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import Rail
 
 KINDS = ("link_errors",)
 STEP_B = 64 << 30  # bytes one pair step moves per direction (model value)

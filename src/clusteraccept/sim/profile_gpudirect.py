@@ -25,7 +25,7 @@ from typing import Any
 from clusteraccept.probes.gpudirect import BASE_PORT, ITERATIONS, MESSAGE_B
 from clusteraccept.sim.hosts import Part
 from clusteraccept.sim.profile_topology import DATA, GPU_MODEL, Slot, _fixture, layout, supported
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 LSMOD = DATA / "lsmod" / "lsmod-grep-nvidia-peermem-gpu-operator-docs.txt"
 LSPCI = DATA / "lspci" / "lspci-vvv-s-amd-matisse-dsp-acs-on-kvm2023.txt"

@@ -30,9 +30,9 @@ from clusteraccept.parsers import roce_sysfs
 from clusteraccept.probes.counters import CNP_COUNTERS
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import Part
-from clusteraccept.site import Site
-from clusteraccept.site_nodes import Rail
-from clusteraccept.site_settings import Roce
+from clusteraccept.site.fabric import Roce
+from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import Rail
 
 DATA = REPO_ROOT / "tests" / "data"
 QOS_FIXTURE = DATA / "mlnx_qos" / "mlnx-tools-d477a17-dscp-rxbuf-buffer-row-tc-unsorted.txt"

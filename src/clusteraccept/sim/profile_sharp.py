@@ -14,7 +14,7 @@ from typing import Any
 
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import Part
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 DATA = REPO_ROOT / "tests" / "data" / "sharp"
 PASSED = DATA / "sharp_hello-a100-cx6-passed.txt"
@@ -29,6 +29,6 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     refused = any(f["kind"] == "sharp_no_resource" for f in faults)
     text = (NO_RESOURCE if refused else PASSED).read_text().replace(CAPTURE_HOST, node)
     # sharp_hello's exit status on failure is not documented; the judge reads the output, not the status.
-    # glob.escape: runner matches recorded commands with fnmatch, whose wildcards are glob's.
+    # glob.escape: hostio matches recorded commands with fnmatch, whose wildcards are glob's.
     part.commands.append((glob.escape(shlex.join(site.sharp.hello)), text, 1 if refused else 0))
     return part

@@ -28,7 +28,7 @@ from typing import Any
 
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import Part
-from clusteraccept.site import Site
+from clusteraccept.site.model import Site
 
 DATA = REPO_ROOT / "tests" / "data"
 TOPO_FIXTURE = DATA / "nvidia-smi-topo" / "h100-8nic-sglang30401.txt"

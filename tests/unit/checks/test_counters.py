@@ -9,15 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from clusteraccept.baselines import Outcome, Verdict
 from clusteraccept.checks import counters, nccl
 from clusteraccept.evidence import Evidence
+from clusteraccept.flow import probe_options
+from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.probes import counters as probe
 from clusteraccept.render import REPO_ROOT
-from clusteraccept.session import probe_options
 from clusteraccept.sim.hosts import build_profiles
 from clusteraccept.sim.traffic import bump
-from clusteraccept.site import Site, parse_site
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 CONFIGS = REPO_ROOT / "site-configs"
 Archived = tuple[Evidence, str]

@@ -14,15 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusteraccept import driver, session
-from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept import flow
 from clusteraccept.checks.gpudirect import driver_flavor
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.evidence import Evidence
+from clusteraccept.jobs import node_entry
+from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.lspci import parse as parse_lspci
 from clusteraccept.probes import gpudirect as probe_gpudirect
 from clusteraccept.render import REPO_ROOT
-from clusteraccept.site import Site, parse_site
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 from .test_topology import (
     CONFIGS,
@@ -254,7 +256,7 @@ def test_client_retries_until_the_server_listens(monkeypatch: pytest.MonkeyPatch
                             stderr="Couldn't connect to localhost:18518\n")
         return Evidence("n1", "perftest", argv=tuple(argv), stdout="client done")
 
-    monkeypatch.setattr("clusteraccept.runner.run", fake_run)
+    monkeypatch.setattr("clusteraccept.hostio.run", fake_run)
     monkeypatch.setattr("time.sleep", lambda s: None)
     rail = {"gpu": 3, "hca": "mlx5_3", "port": 1}
     evs = probe_gpudirect.loopback_write_bw("/opt/perftest/ib_write_bw", rail, 60)
@@ -270,7 +272,7 @@ def test_probes_on_this_real_host_never_crash(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", "vm1")
     site = vm_site()
     for family, per in (("gpudirect", PER), ("topology", TOPO_PER)):
-        evs = driver.collect_node((family,), session.probe_options(site))
+        evs = node_entry.collect_node((family,), flow.probe_options(site))
         archived = [(e, f"raw/{family}/vm1/{i}.json") for i, e in enumerate(evs) if e.meta["check"] == family]
         verdicts = judged(site, archived, family)
         assert_complete(site, verdicts, per)

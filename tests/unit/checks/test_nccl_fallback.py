@@ -8,11 +8,13 @@ from pathlib import Path
 
 import yaml
 
-from clusteraccept.baselines import Outcome, Reference
 from clusteraccept.checks import nccl
 from clusteraccept.evidence import Evidence
-from clusteraccept.propose import propose
-from clusteraccept.site import Site, parse_site
+from clusteraccept.judge.propose import propose
+from clusteraccept.judge.verdicts import Outcome
+from clusteraccept.site.baselines import Reference
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 DATA = Path(__file__).parents[2] / "data" / "torch-nccl"
 GiB = 1 << 30
@@ -105,7 +107,7 @@ def test_proposal_tolerates_latency_bound_sizes_and_leaves_out_unjudgeable_ones(
 
 
 def test_a_step_killed_with_its_job_is_not_tested_not_failed() -> None:
-    from clusteraccept.submit import _mark_killed
+    from clusteraccept.jobs.spool import mark_killed as _mark_killed
 
     s = site({})
     out = '{"error": "srun: error: node2: task 1: Killed"}\n'

@@ -11,11 +11,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusteraccept.baselines import Outcome
 from clusteraccept.checks import nccl
-from clusteraccept.plan import make_plan
+from clusteraccept.judge.verdicts import Outcome
+from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim.prepare import fabric_of, simulate_step
-from clusteraccept.site import Site, load_site, parse_site
+from clusteraccept.site.load import load_site, parse_site
+from clusteraccept.site.model import Site
 
 BLOCKS = {"leaf1": "n[01-04]", "leaf2": "n[05-08]", "leaf3": "n[09-12]"}
 RAILS = 4

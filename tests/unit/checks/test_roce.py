@@ -15,16 +15,19 @@ from typing import Any
 import pytest
 import yaml
 
-from clusteraccept import checks, driver, session
-from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept import checks, flow
 from clusteraccept.checks import roce
-from clusteraccept.evidence import Evidence, archive
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs import node_entry
+from clusteraccept.jobs.archive import archive
+from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.plan.subjects import rail_subject, subjects
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import hosts as sim_hosts
 from clusteraccept.sim.hosts import build_profiles
 from clusteraccept.sim.profile_roce import ethtool_text
-from clusteraccept.site import Site, parse_site
-from clusteraccept.subjects import rail_subject, subjects
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 CONFIGS = REPO_ROOT / "site-configs"
 DATA = REPO_ROOT / "tests" / "data"
@@ -62,10 +65,10 @@ def collect(
     if edit is not None:
         edit(hosts)
     out: list[Archived] = []
-    options = session.probe_options(site)
+    options = flow.probe_options(site)
     for node in site.nodes:
         monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", node)
-        for i, ev in enumerate(driver.collect_node(("roce",), options)):
+        for i, ev in enumerate(node_entry.collect_node(("roce",), options)):
             if ev.meta["check"] == "roce":
                 path = (
                     archive(ev, tmp_path / "raw", "roce") if demo else tmp_path / f"raw/roce/{node}/{i}.json"

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 import yaml
 
-from clusteraccept import checks, driver, session
-from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept import checks, flow
 from clusteraccept.checks import sharp
-from clusteraccept.evidence import Evidence, archive
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs import node_entry
+from clusteraccept.jobs.archive import archive
+from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import hosts as sim_hosts
 from clusteraccept.sim.hosts import build_profiles
-from clusteraccept.site import Site, parse_site
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 CONFIGS = REPO_ROOT / "site-configs"
 DATA = REPO_ROOT / "tests" / "data"
@@ -36,7 +39,7 @@ def collect(site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list
     out: list[Archived] = []
     for node in site.nodes:
         monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", node)
-        for ev in driver.collect_node(("sharp",), session.probe_options(site)):
+        for ev in node_entry.collect_node(("sharp",), flow.probe_options(site)):
             if ev.meta["check"] == "sharp":
                 out.append((ev, str(archive(ev, tmp_path / "raw", "sharp").relative_to(tmp_path))))
     return out

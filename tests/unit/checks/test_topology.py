@@ -16,14 +16,17 @@ from typing import Any
 import pytest
 import yaml
 
-from clusteraccept import checks, driver, session
-from clusteraccept.baselines import Outcome, Verdict
-from clusteraccept.evidence import Evidence, archive
+from clusteraccept import checks, flow
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs import node_entry
+from clusteraccept.jobs.archive import archive
+from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.plan.subjects import subjects
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import profile_topology
 from clusteraccept.sim.hosts import build_profiles
-from clusteraccept.site import Site, parse_site
-from clusteraccept.subjects import subjects
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 
 CONFIGS = REPO_ROOT / "site-configs"
 VM_EVIDENCE = REPO_ROOT / "tests" / "data" / "evidence" / "h200x2-vm-topology-gpudirect-fingerprint.json"
@@ -50,7 +53,7 @@ def collect(site: Site, families: tuple[str, ...], tmp: Path) -> dict[str, list[
         mp.setenv("CLUSTERACCEPT_HOST_PROFILE", str(tmp / "hosts"))
         for node in site.nodes:
             mp.setenv("CLUSTERACCEPT_HOSTNAME", node)
-            for ev in driver.collect_node(families, session.probe_options(site)):
+            for ev in node_entry.collect_node(families, flow.probe_options(site)):
                 if ev.meta["check"] in out:
                     path = archive(ev, tmp / "raw", ev.meta["check"])
                     out[ev.meta["check"]].append((ev, str(path.relative_to(tmp))))

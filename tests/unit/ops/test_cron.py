@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusteraccept.ops.cron import CronError, check_spec, parse_scrontab
+from clusteraccept.site.cron import CronError, check_spec, parse_scrontab
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Drain/undrain planning (pure) and the preview/apply flow with a recording runner."""
+"""Drain/undrain planning (pure) and the preview/apply flow with a recording process seam."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from clusteraccept.evidence import Evidence
+from clusteraccept.jobs.slurm_clients import NodeState, parse_sinfo
 from clusteraccept.ops import drain
-from clusteraccept.ops.config import DEFAULT_DRAIN_CHECKS
-from clusteraccept.ops.drain import Conviction, NodeState, convictions, parse_sinfo, plan_drain, plan_undrain
+from clusteraccept.ops.drain import Conviction, convictions, plan_drain, plan_undrain
+from clusteraccept.site.operations import DEFAULT_DRAIN_CHECKS
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "sinfo"
 NODES = ("node1", "node2", "node3", "node4")
@@ -120,7 +121,7 @@ def test_preview_writes_commands_and_apply_runs_them(
         calls.append((tuple(argv), env))
         return Evidence("submit", source or "", argv=tuple(argv), stdout=sinfo if argv[0] == "sinfo" else "")
 
-    monkeypatch.setattr("clusteraccept.runner.run", fake_run)
+    monkeypatch.setattr("clusteraccept.hostio.run", fake_run)
     results = {
         "run_id": RUN,
         "verdicts": [verdict("nccl.localization", "node4", "fail", culprits="node:node4")],

@@ -10,8 +10,8 @@ import pytest
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.ops import nightly
-from clusteraccept.ops.cron import parse_scrontab
-from clusteraccept.site import load_site, parse_site
+from clusteraccept.site.cron import parse_scrontab
+from clusteraccept.site.load import load_site, parse_site
 
 REPO = Path(__file__).resolve().parents[3]
 

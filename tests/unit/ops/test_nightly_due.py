@@ -12,8 +12,9 @@ import yaml
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.ops import nightly
-from clusteraccept.ops.cron import parse_scrontab
-from clusteraccept.site import Site, load_site
+from clusteraccept.site.cron import parse_scrontab
+from clusteraccept.site.load import load_site
+from clusteraccept.site.model import Site
 
 REPO = Path(__file__).resolve().parents[3]
 

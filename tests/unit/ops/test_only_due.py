@@ -14,14 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
-from clusteraccept.baselines import Outcome, Verdict
+from clusteraccept.flow import judged_nodes
+from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.ops import scope
 from clusteraccept.ops.attest import judged
 from clusteraccept.outcome import Judged
-from clusteraccept.plan import Plan, make_plan
+from clusteraccept.plan.jobs import Plan, make_plan
+from clusteraccept.plan.subjects import subjects
 from clusteraccept.report.model import FAMILIES, NOTHING_DUE, Banner, banner, not_planned_reason
-from clusteraccept.site import Site, load_site
-from clusteraccept.subjects import subjects
+from clusteraccept.site.load import load_site
+from clusteraccept.site.model import Site
 
 REPO = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
@@ -179,7 +181,7 @@ def test_nothing_due_plans_nothing_and_says_so(tmp_path: Path) -> None:
     results = {"scope": sc.record(), "verdicts": [], "jobs": []}
     assert banner(results).verdict == "INCOMPLETE" and banner(results).reasons == (NOTHING_DUE,)
     assert scope.summary_line(results) == NOTHING_DUE
-    assert scope.judged_nodes(results, site.nodes) == ()
+    assert judged_nodes(results, site.nodes) == ()
 
 
 def test_a_due_only_run_attests_only_what_it_probed() -> None:

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.evidence import Evidence, archive
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs.archive import archive
 from clusteraccept.ops.resume import Rerun, merge_jobs, reduced_plan, supersede, what_to_rerun
-from clusteraccept.plan import make_plan
-from clusteraccept.site import load_site
+from clusteraccept.plan.jobs import make_plan
+from clusteraccept.site.load import load_site
 
 REPO = Path(__file__).resolve().parents[3]
 SITE = load_site("demo", REPO / "site-configs")

@@ -10,9 +10,9 @@ from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_erro
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusteraccept import parse as parse_cli
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers import _ib, ibstat
+from clusteraccept.parsers import cli as parse_cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ibstat"
 H100 = DATA / "h100-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt"

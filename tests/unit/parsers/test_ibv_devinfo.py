@@ -10,7 +10,7 @@ from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_erro
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusteraccept import parse as parse_cli
+from clusteraccept.parsers import cli as parse_cli
 from clusteraccept.parsers import ibv_devinfo
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ibv_devinfo"

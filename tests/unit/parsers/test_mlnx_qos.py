@@ -108,7 +108,7 @@ def test_trailing_noise_after_tc_blocks_is_ignored() -> None:
 def test_cli_prints_json() -> None:
     path = DATA / "mlnx-tools-b8c08c5-pcp-max_buffer_size-buffer-row.txt"
     out = subprocess.run(
-        [sys.executable, "-m", "clusteraccept.parse", "mlnx_qos", str(path)],
+        [sys.executable, "-m", "clusteraccept.parsers", "mlnx_qos", str(path)],
         capture_output=True,
         text=True,
         check=True,

@@ -10,9 +10,10 @@ from fuzzing import FUZZ, assert_parse_error_at, mutations, parses_or_parse_erro
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusteraccept import parse as parse_cli
+from clusteraccept.parsers import cli as parse_cli
 from clusteraccept.parsers import nccl_debug
-from clusteraccept.parsers.nccl_debug import NcclNetDevice, NcclSocketIf
+from clusteraccept.parsers._nccl_debug_lines import NcclNetDevice
+from clusteraccept.parsers.nccl_debug import NcclSocketIf
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl-debug"
 H200 = (DATA / "allreduce-1node-2xh200-p2p-socket-noib.txt").read_text()

@@ -11,9 +11,11 @@ from fuzzing import FUZZ, mutations, parses_or_parse_error, splices, truncations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers import get
-from clusteraccept.parsers.nccl_tests import NcclTestsResult, launch_checks, parse
+from clusteraccept.parsers.nccl_tests import parse
+from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 
 DATA = Path(__file__).parents[2] / "data" / "nccl-tests"
 FIXTURES = [p.read_text() for p in sorted(DATA.iterdir()) if p.suffix in (".txt", ".json")]

@@ -137,7 +137,7 @@ def test_nonsense_raises_with_line(text: str, line: int) -> None:
 def test_cli_prints_json() -> None:
     path = str(DATA / "h100-8nic-sglang30401.txt")
     out = subprocess.run(
-        [sys.executable, "-m", "clusteraccept.parse", "nvidia-smi-topo", path],
+        [sys.executable, "-m", "clusteraccept.parsers", "nvidia-smi-topo", path],
         capture_output=True, text=True, check=True,
     ).stdout
     d = json.loads(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusteraccept.baselines import Verdict
+from clusteraccept.judge.verdicts import Verdict
 
 from .conftest import SIGNER, DemoRun
 

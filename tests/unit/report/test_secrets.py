@@ -17,15 +17,16 @@ from typing import Any
 
 import pytest
 
-from clusteraccept import session
+from clusteraccept import flow
 from clusteraccept.evidence import Evidence
-from clusteraccept.plan import make_plan
+from clusteraccept.jobs.submit import JobOutcome
+from clusteraccept.plan.jobs import make_plan
 from clusteraccept.report import write_reports
 from clusteraccept.rundir import make_run_dir
-from clusteraccept.sim.nccl_tests import parse_args, render_run
+from clusteraccept.sim.nccl_tests_options import parse_args
+from clusteraccept.sim.nccl_tests_output import render_run
 from clusteraccept.sim.prepare import fabric_of, simulate_step
-from clusteraccept.site import load_site
-from clusteraccept.submit import JobOutcome
+from clusteraccept.site.load import load_site
 
 from .conftest import REPO, SECRETS, DemoRun
 
@@ -102,9 +103,9 @@ def test_secrets_in_evidence_never_reach_the_outputs(tmp_path: Path, monkeypatch
         def wait(self) -> list[JobOutcome]:
             return outcomes
 
-    monkeypatch.setattr(session, "JobLayer", Layer)
+    monkeypatch.setattr(flow, "JobLayer", Layer)
     run = make_run_dir(tmp_path, "demo", "20261129T000000Z-0000")
-    results = session.execute(session.Request(site, run, families=(), nccl=True))
+    results = flow.execute(flow.Request(site, run, families=(), nccl=True))
     write_reports(run)
 
     files = outputs(run)

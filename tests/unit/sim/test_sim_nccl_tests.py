@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from clusteraccept.parsers.nccl_tests import launch_checks, parse
+from clusteraccept.checks.nccl_launch import launch_checks
+from clusteraccept.parsers.nccl_tests import parse
 from clusteraccept.sim import nccl_tests as sim
 from clusteraccept.sim.fabric import busbw_GBps, fabric_from_dict
 

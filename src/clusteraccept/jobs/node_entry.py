@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clusteraccept import runner
+from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
-from clusteraccept.plan import CampaignJob, Round, Step
+from clusteraccept.plan.jobs import CampaignJob, Round, Step
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ def local_argv(step: Step) -> tuple[str, ...]:
 
 def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = False) -> Evidence:
     argv = local_argv(step) if local else step.argv
-    ev = runner.run(argv, timeout_s=timeout_s, source=step.tool)
+    ev = hostio.run(argv, timeout_s=timeout_s, source=step.tool)
     return replace(ev, host=step.subject, meta={**ev.meta, **step.meta(), "round": round_label})
 
 
@@ -140,7 +140,7 @@ def _snapshot(
     else:
         argv = [*snap["argv"], "--rails", str(rails_file), "--out", str(out_dir), "--label", label]
         argv += ["--meta", json.dumps(meta)]
-        ev = runner.run(argv, timeout_s=float(snap["timeout_s"]), source="srun")
+        ev = hostio.run(argv, timeout_s=float(snap["timeout_s"]), source="srun")
         if not ev.ok:
             out.append(replace(ev, host=job.name, meta={**meta, "role": "counters-srun", "snapshot": label}))
     for path in sorted(out_dir.glob(f"{slug(label)}-*.json")):

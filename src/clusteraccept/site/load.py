@@ -1,103 +1,29 @@
-"""The site: one cluster's description, loaded from ``site-configs/<name>.yaml`` and fully validated.
+"""Loading a site file (``site-configs/<name>.yaml``) into a fully validated :class:`.model.Site`.
 
-Every error is ONE line naming the file, the key path, what was expected and what was found. The sections
-are read by site_nodes.py (nodes, blocks, node_types), site_settings.py (slurm, roce, sharp, tools, nccl)
-and ops/config.py (nightly, drain, attest); their types are re-exported here, the site's public model.
+Every error is ONE line naming the file, the key path, what was expected and what was found. The
+sections are read by nodes.py (nodes, blocks, node_types), slurm.py, fabric.py (roce, sharp, gpudirect),
+campaign.py (tools, nccl), baselines.py and operations.py (nightly, drain, attest).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from clusteraccept.baselines import Reference
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.ops.config import KEYS as OPS_KEYS
-from clusteraccept.ops.config import Ops, parse_ops
-from clusteraccept.schema import Section
-from clusteraccept.site_nodes import NodeType as NodeType
-from clusteraccept.site_nodes import Rail as Rail
-from clusteraccept.site_nodes import expand_hostlist as expand_hostlist
-from clusteraccept.site_nodes import parse_blocks, parse_node_types
-from clusteraccept.site_settings import COLLECTIVES as COLLECTIVES
-from clusteraccept.site_settings import EXECUTORS as EXECUTORS
-from clusteraccept.site_settings import Gpudirect as Gpudirect
-from clusteraccept.site_settings import Nccl as Nccl
-from clusteraccept.site_settings import Roce as Roce
-from clusteraccept.site_settings import Sharp as Sharp
-from clusteraccept.site_settings import Slurm as Slurm
-from clusteraccept.site_settings import Tools as Tools
-from clusteraccept.site_settings import (
-    expand_repo,
-    parse_gpudirect,
-    parse_nccl,
-    parse_roce,
-    parse_sharp,
-    parse_slurm,
-    parse_tools,
-)
-
-
-@dataclass(frozen=True)
-class Site:
-    name: str
-    file: str
-    description: str
-    simulated: bool
-    slurm: Slurm
-    setup: tuple[str, ...]
-    env: dict[str, str]
-    nodes: tuple[str, ...]
-    blocks: dict[str, tuple[str, ...]]
-    blocks_from_slurm: bool
-    node_types: tuple[NodeType, ...]
-    roce: Roce | None
-    sharp: Sharp
-    tools: Tools
-    nccl: Nccl
-    baselines: dict[str, Reference]
-    baselines_file: str | None
-    sim_faults: tuple[dict[str, Any], ...] = ()
-    ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (clusteraccept.ops.config)
-    gpudirect: Gpudirect = field(default_factory=Gpudirect)
-
-    @cached_property
-    def _type_of(self) -> dict[str, NodeType]:
-        return {n: nt for nt in self.node_types for n in nt.nodes}
-
-    @cached_property
-    def _block_index(self) -> dict[str, str]:
-        return {n: name for name, members in self.blocks.items() for n in members}
-
-    def node_type(self, node: str) -> NodeType:
-        return self._type_of[node]  # KeyError for a node the site does not have
-
-    def block_of(self, node: str) -> str | None:
-        return self._block_index.get(node)
-
-
-def _reference(sec: Section) -> Reference:
-    return Reference(
-        ref=sec.number("ref"),
-        lower=sec.number("lower", "a signed fraction like -0.08, or null", default=None),
-        upper=sec.number("upper", "a signed fraction like 0.10, or null", default=None),
-        unit=sec.string("unit", default=""),
-        xfail=sec.string("xfail", "a reason string", default=None),
-    )
-
-
-def load_baselines(file: str, data: Any, path: str = "baselines") -> dict[str, Reference]:
-    """A baselines mapping ``pattern -> reference`` (inline in the site, or a separate reviewable file)."""
-    top = Section(file, path, data, [str(k) for k in data] if isinstance(data, dict) else [])
-    return {
-        str(k): _reference(top.section(str(k), ["ref", "lower", "upper", "unit", "xfail"])) for k in top.data
-    }
+from clusteraccept.site.baselines import load_baselines
+from clusteraccept.site.campaign import parse_nccl, parse_tools
+from clusteraccept.site.fabric import parse_gpudirect, parse_roce, parse_sharp
+from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types
+from clusteraccept.site.operations import KEYS as OPS_KEYS
+from clusteraccept.site.operations import parse_ops
+from clusteraccept.site.schema import Section, expand_repo
+from clusteraccept.site.slurm import parse_slurm
 
 
 def _read_yaml(path: Path) -> Any:
@@ -136,6 +62,8 @@ TOP_KEYS = [
     "sim",
     *OPS_KEYS,
 ]
+
+
 FAULT_KINDS = (
     "slow_rail",
     "slow_node",
@@ -155,6 +83,8 @@ FAULT_KINDS = (
     "link_errors",
     "iommu_translated",
 )
+
+
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 

@@ -1,4 +1,4 @@
-"""``python -m clusteraccept.parse TOOL FILE``: print a tool output's parsed structure as JSON.
+"""``python -m clusteraccept.parsers TOOL FILE``: print a tool output's parsed structure as JSON.
 
 Exit 0 on success; on unparseable input ``FILE:LINE: expected ..., got ...`` on stderr and exit 2.
 """
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         print(
-            f"usage: python -m clusteraccept.parse TOOL FILE   (tools: {', '.join(sorted(parsers.TOOLS))})",
+            f"usage: python -m clusteraccept.parsers TOOL FILE   (tools: {', '.join(sorted(parsers.TOOLS))})",
             file=sys.stderr,
         )
         return 2
@@ -55,6 +55,3 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(to_jsonable(result), indent=2))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

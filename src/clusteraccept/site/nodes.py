@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import hostlist
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.schema import Section, describe
+from clusteraccept.site.schema import Section, describe
 
 _HCA = r"[A-Za-z0-9_]+"
 

@@ -24,14 +24,15 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from clusteraccept.errors import SubmitError
 from clusteraccept.evidence import Evidence
-from clusteraccept.plan import CampaignJob, ProbeJob
+from clusteraccept.jobs.slurm_clients import FINAL_STATES, sacct_state
+from clusteraccept.jobs.spool import mark_killed, read_spool
+from clusteraccept.plan.jobs import CampaignJob, ProbeJob
 from clusteraccept.render import render
-from clusteraccept.site import Site
-from clusteraccept.slurm_commands import FINAL_STATES, sacct_state
-from clusteraccept.slurm_commands import slurm_blocks as slurm_blocks  # re-exported: tests import it here
-from clusteraccept.spool import mark_killed, read_spool
+from clusteraccept.site.model import Site
 
 _mark_killed = mark_killed  # its name before it moved to spool.py: tests import it from here
+
+
 GRACE_S = 120.0
 
 
@@ -157,7 +158,7 @@ class JobLayer:
 
     def _submit(self, name: str, params: dict[str, Any], fn: Any, *args: Any, node: str | None = None) -> Any:
         if self.executor_name != "slurm":
-            from clusteraccept.driver import with_env
+            from clusteraccept.jobs.node_entry import with_env
 
             env = dict(self.site.env)
             if node:  # where Slurm would run it: a campaign driver runs on the first node of its allocation
@@ -179,7 +180,7 @@ class JobLayer:
 
     # --- submission ------------------------------------------------------------------------------------
     def submit_probes(self, job: ProbeJob, options: dict[str, object]) -> None:
-        from clusteraccept.driver import collect_node
+        from clusteraccept.jobs.node_entry import collect_node
 
         local = self.executor_name != "slurm"
         params = slurm_parameters(
@@ -201,7 +202,7 @@ class JobLayer:
             self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
             return
         if local:  # every node of the site is this machine: one local task per node
-            from clusteraccept.driver import collect_as
+            from clusteraccept.jobs.node_entry import collect_as
 
             for node in job.nodes:
                 sub = self._submit(f"{job.name}-{node}", params, collect_as, node, job.families, options)
@@ -217,8 +218,8 @@ class JobLayer:
         self._pending.append(_Pending(job.name, sub, job.nodes, "probe", self._deadline()))
 
     def submit_campaign(self, job: CampaignJob) -> None:
-        from clusteraccept.driver import drive_campaign
-        from clusteraccept.step_argv import counters_argv
+        from clusteraccept.jobs.node_entry import drive_campaign
+        from clusteraccept.plan.commands import counters_argv
 
         params = slurm_parameters(
             self.site,

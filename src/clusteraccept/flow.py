@@ -9,25 +9,42 @@ from __future__ import annotations
 import getpass
 import hashlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from clusteraccept import checks
-from clusteraccept.baselines import Verdict
 from clusteraccept.checks.fingerprint import differences, fingerprints
-from clusteraccept.evidence import Evidence, archive, archive_name, load
-from clusteraccept.ops.scope import Scope, judged_nodes
-from clusteraccept.plan import CampaignJob, Plan, Step, describe, make_plan
+from clusteraccept.evidence import Evidence
+from clusteraccept.jobs.archive import archive, archive_name, load
+from clusteraccept.jobs.submit import JobLayer, JobOutcome
+from clusteraccept.judge.verdicts import Verdict
+from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
 from clusteraccept.redact import redact_evidence, redact_text
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import read_json, write_json
-from clusteraccept.site import Site
-from clusteraccept.submit import JobLayer, JobOutcome
+from clusteraccept.site.model import Site
 
 RESULTS = "results.json"
+
+
+class Scope(Protocol):
+    """What a run is restricted to, decided above the run (``--only-due``:
+    :class:`clusteraccept.ops.scope.Scope`, from the attestations of earlier runs); the run applies it."""
+
+    def restrict(self, plan: Plan) -> Plan:
+        """The plan cut down to the scope."""
+        ...
+
+    def unavailable(self, outcome: JobOutcome | None) -> JobOutcome | None:
+        """The preflight's unusable nodes that matter to this scope."""
+        ...
+
+    def record(self, plan: Plan | None = None) -> dict[str, Any]:
+        """results.json ``scope``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -62,13 +79,13 @@ def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ..
 
 def git_revision() -> str:
     """The suite's git revision, ``-dirty`` when tracked files differ from it; "unknown" outside git."""
-    from clusteraccept import runner
+    from clusteraccept import hostio
 
     git = ["git", "-C", str(REPO_ROOT)]
-    rev = runner.run([*git, "rev-parse", "--short", "HEAD"], timeout_s=5, source="git")
+    rev = hostio.run([*git, "rev-parse", "--short", "HEAD"], timeout_s=5, source="git")
     if not rev.ok or not rev.stdout.strip():
         return "unknown"
-    dirty = runner.run([*git, "status", "--porcelain", "--untracked-files=no"], timeout_s=5, source="git")
+    dirty = hostio.run([*git, "status", "--porcelain", "--untracked-files=no"], timeout_s=5, source="git")
     return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
@@ -137,7 +154,7 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
     the deadline. They are reported as not tested (ERROR verdicts, INCOMPLETE run), never silently dropped."""
     if executor != "slurm":
         return site, None
-    from clusteraccept.ops.drain import node_states
+    from clusteraccept.jobs.slurm_clients import node_states
 
     try:
         states = node_states(site.slurm.slurm_conf)
@@ -230,7 +247,7 @@ def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str,
 
 def probe_options(site: Site) -> dict[str, object]:
     """What node-side probes need from the site (plain data: it is pickled to the nodes)."""
-    from clusteraccept.submit import node_rails
+    from clusteraccept.jobs.submit import node_rails
 
     return {
         "node_rails": node_rails(site, site.nodes),
@@ -239,3 +256,15 @@ def probe_options(site: Site) -> dict[str, object]:
         "roce": site.roce is not None,
         "timeout_s": 60,
     }
+
+
+def only_due(results: Mapping[str, Any]) -> bool:
+    return bool((results.get("scope") or {}).get("only_due"))
+
+
+def judged_nodes(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[str, ...]:
+    """The nodes a run's node checks judge: every node, or only the due ones of a due-only run."""
+    if not only_due(results):
+        return tuple(nodes)
+    probed = set(results["scope"].get("nodes", ()))
+    return tuple(n for n in nodes if n in probed)

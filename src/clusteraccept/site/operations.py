@@ -24,9 +24,11 @@ import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.schema import Section
+from clusteraccept.site.schema import Section
 
 KEYS = ("nightly", "drain", "attest")
+
+
 DEFAULT_DRAIN_CHECKS = ("nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*")
 
 
@@ -62,7 +64,7 @@ class Ops:
 
 def _schedule(sec: Section) -> str:
     value: str = sec.string("schedule", "a cron time spec like '0 2 * * *' or '@daily'", default="0 2 * * *")
-    from clusteraccept.ops.cron import CronError, check_spec
+    from clusteraccept.site.cron import CronError, check_spec
 
     try:
         check_spec(value)
@@ -129,3 +131,4 @@ def parse_ops(top: Section, expand: object = None) -> Ops:
     a = top.section("attest", ["ttl_days"])
     attest = Attest(ttl_days=a.number("ttl_days", "days > 0", default=7.0, minimum=0.001))
     return Ops(nightly, drain, attest)
+

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 from clusteraccept.errors import SiteConfigError
 
 T = TypeVar("T")
+
+
 _MISSING: Any = object()
 
 
@@ -191,3 +193,10 @@ def format_size(size_B: int) -> str:
         if size_B >= mult and size_B % mult == 0:
             return f"{size_B // mult}{unit}"
     return f"{size_B}B"
+
+
+def expand_repo(value: str | None) -> Any:
+    """``{repo}`` in a path-like value stands for the checkout's root (used by the demo and example sites)."""
+    from clusteraccept.render import REPO_ROOT
+
+    return None if value is None else value.replace("{repo}", str(REPO_ROOT))

@@ -10,10 +10,11 @@ wildcards and the most specific matching pattern (most literal characters) wins.
 from __future__ import annotations
 
 import enum
-import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from clusteraccept.site.baselines import Reference
 
 
 class Outcome(enum.StrEnum):
@@ -22,23 +23,6 @@ class Outcome(enum.StrEnum):
     SKIP = "skip"
     ERROR = "error"  # the measurement could not be made for reasons outside the hardware (job lost, ...)
     WAIVED = "waived"
-
-
-@dataclass(frozen=True)
-class Reference:
-    ref: float
-    lower: float | None = None
-    upper: float | None = None
-    unit: str = ""
-    xfail: str | None = None
-
-    def bounds(self) -> tuple[float | None, float | None]:
-        """Absolute (low, high) limits."""
-        if self.ref == 0:
-            return self.lower, self.upper
-        lo = None if self.lower is None else self.ref * (1 + self.lower)
-        hi = None if self.upper is None else self.ref * (1 + self.upper)
-        return lo, hi
 
 
 @dataclass(frozen=True)
@@ -94,17 +78,6 @@ class Verdict:
             evidence=tuple(d.get("evidence", ())),
             labels=dict(d.get("labels", {})),
         )
-
-
-def lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
-    """The reference whose pattern matches ``key`` most specifically, or None."""
-    best: tuple[int, Reference] | None = None
-    for pattern, reference in baselines.items():
-        if fnmatch.fnmatchcase(key, pattern):
-            score = len(pattern.replace("*", "").replace("?", ""))
-            if best is None or score > best[0]:
-                best = (score, reference)
-    return None if best is None else best[1]
 
 
 def _fmt(x: float) -> str:

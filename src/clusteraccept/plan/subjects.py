@@ -6,8 +6,8 @@ verdicts with the same strings.
 
 from __future__ import annotations
 
-from clusteraccept.plan import make_plan
-from clusteraccept.site import Site
+from clusteraccept.plan.jobs import make_plan
+from clusteraccept.site.model import Site
 
 PER = ("node", "gpu", "rail", "pair_rail", "intra_node", "block")
 

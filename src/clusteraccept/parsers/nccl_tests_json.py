@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from clusteraccept.errors import ParseError
-from clusteraccept.parsers.nccl_tests import (
+from clusteraccept.parsers.nccl_tests_result import (
     Measurement,
     NcclTestsResult,
     RankInfo,

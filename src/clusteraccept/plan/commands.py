@@ -12,8 +12,8 @@ from functools import lru_cache
 import hostlist
 
 from clusteraccept.render import render_argv
-from clusteraccept.site import Site
-from clusteraccept.site_settings import Nccl
+from clusteraccept.site.campaign import Nccl
+from clusteraccept.site.model import Site
 
 
 def tool_of(site: Site) -> str:

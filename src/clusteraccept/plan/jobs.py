@@ -14,10 +14,9 @@ import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from clusteraccept.pairs import circle_rounds, cross_block_pairs, greedy_matchings
-from clusteraccept.schema import format_size
-from clusteraccept.site import Site
-from clusteraccept.step_argv import argv_shape, binary_of, nodelist, tool_of
+from clusteraccept.plan.commands import argv_shape, binary_of, nodelist, tool_of
+from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
+from clusteraccept.site.model import Site
 
 NODE_FAMILIES = ("topology", "gpudirect", "roce", "sharp")
 
@@ -329,18 +328,3 @@ def describe(plan: Plan) -> dict[str, object]:
             for j in plan.campaign_jobs
         ],
     }
-
-
-__all__ = [
-    "CampaignJob",
-    "Plan",
-    "ProbeJob",
-    "Round",
-    "Step",
-    "circle_rounds",
-    "cross_block_pairs",
-    "format_size",
-    "greedy_matchings",
-    "make_plan",
-    "tool_of",
-]

@@ -81,12 +81,12 @@ def write_proposal(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m clusteraccept.propose RUN_DIR/results.json FILE [--small-lower -0.5]``: a proposal from
-    an archived run (the same as ``--propose-baselines``, with the latency-bound sizes' tolerance)."""
+    """``python -m clusteraccept.judge.propose RUN_DIR/results.json FILE [--small-lower -0.5]``: a proposal
+    from an archived run (the same as ``--propose-baselines``, with the latency-bound sizes' tolerance)."""
     import argparse
     import json
 
-    p = argparse.ArgumentParser(prog="python -m clusteraccept.propose", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m clusteraccept.judge.propose", description=main.__doc__)
     p.add_argument("results", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--quantile", type=float, default=0.05)

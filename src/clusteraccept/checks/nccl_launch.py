@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from clusteraccept.parsers.nccl_tests import NcclTestsResult
+    from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 
 
 @dataclass(frozen=True)

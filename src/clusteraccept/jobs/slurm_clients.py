@@ -1,0 +1,116 @@
+"""Every Slurm client command the submit host runs beside submitit (which stays in submit.py).
+
+- ``sacct -j ID -X -n -P -o State``: a job's own state;
+- ``scontrol show topology``: the blocks (``blocks: slurm``);
+- ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name, %T extended
+  state (``drained``, ``draining``, ``idle``...), %E reason (``none`` when there is none): the run's
+  preflight (nodes Slurm will not run a job on) and the drain guards;
+- ``scontrol update NodeName=X State=DRAIN|UNDRAIN ...``: drain and undrain (ops/drain.py decides which).
+
+Every command goes through the process seam, ``hostio.run``, with the site's SLURM_CONF where it is given
+(without it the clients try "configless" DNS SRV look-ups).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from clusteraccept import hostio
+from clusteraccept.errors import ParseError, SubmitError
+from clusteraccept.evidence import Evidence
+from clusteraccept.parsers import scontrol_topology
+from clusteraccept.site.model import Site
+
+# Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
+FINAL_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "REVOKED",
+}
+
+
+def sacct_state(job_id: str) -> str:
+    """The allocation's own state (sacct -X: the job record, not its steps), e.g. TIMEOUT."""
+    ev = hostio.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout_s=30, source="sacct")
+    line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
+    return line.split()[0]  # "CANCELLED by 0" -> CANCELLED
+
+
+def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
+    """The site's blocks as Slurm knows them (``blocks: slurm``): ``scontrol show topology`` (topology/tree
+    leaf switches or topology/block blocks), restricted to the site's nodes; nodes in no block form "rest"."""
+    ev = hostio.run(["scontrol", "show", "topology"], timeout_s=30, source="scontrol-topology")
+    if not ev.ok:
+        why = (ev.stderr or "no output").strip()
+        raise SubmitError(f"blocks: slurm needs `scontrol show topology`: {why}")
+    try:
+        topo = scontrol_topology.parse(ev.stdout)
+    except ParseError as exc:
+        raise SubmitError(f"scontrol show topology: {exc}") from None
+    wanted = set(site.nodes)
+    blocks = {name: tuple(n for n in nodes if n in wanted) for name, nodes in topo.blocks.items()}
+    blocks = {name: nodes for name, nodes in blocks.items() if nodes}
+    placed = {n for nodes in blocks.values() for n in nodes}
+    rest = tuple(n for n in site.nodes if n not in placed)
+    if rest:
+        blocks["rest"] = rest
+    return blocks
+
+
+# The Reason every node clusteraccept drains carries: what it may undrain (never a reason of someone else).
+REASON_PREFIX = "clusteraccept:"
+SINFO = ("sinfo", "-N", "-h", "-o", "%N|%T|%E")
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str  # sinfo %T, lower case: idle, drained, draining, down, mixed+drain...
+    reason: str  # "" when Slurm has none
+
+    @property
+    def drained(self) -> bool:
+        return "drain" in self.state
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(REASON_PREFIX)
+
+
+def parse_sinfo(text: str) -> dict[str, NodeState]:
+    """``node1|drained|admin: PSU swap`` lines -> states (a node in several partitions appears once)."""
+    out: dict[str, NodeState] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) != 3 or not parts[0]:
+            continue
+        reason = parts[2].strip()
+        out.setdefault(
+            parts[0], NodeState(parts[0], parts[1].strip().lower(), "" if reason == "none" else reason)
+        )
+    return out
+
+
+def slurm_env(slurm_conf: str | None) -> dict[str, str] | None:
+    return {"SLURM_CONF": slurm_conf} if slurm_conf else None
+
+
+def node_states(slurm_conf: str | None) -> dict[str, NodeState]:
+    ev = hostio.run(list(SINFO), timeout_s=30, source="sinfo", env=slurm_env(slurm_conf))
+    if not ev.ok:
+        raise SubmitError(f"{shlex.join(SINFO)} failed: {(ev.stderr or 'no output').strip()}")
+    return parse_sinfo(ev.stdout)
+
+
+def scontrol_update(argv: Sequence[str], slurm_conf: str | None) -> Evidence:
+    """Run one ``scontrol update ...`` command line (drain, undrain) and return what it printed."""
+    return hostio.run(list(argv), timeout_s=30, source="scontrol", env=slurm_env(slurm_conf))

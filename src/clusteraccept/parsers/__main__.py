@@ -1,0 +1,7 @@
+"""``python -m clusteraccept.parsers TOOL FILE``: print a tool output's parsed structure as JSON."""
+
+import sys
+
+from clusteraccept.parsers.cli import main
+
+sys.exit(main())

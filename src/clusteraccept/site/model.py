@@ -1,0 +1,62 @@
+"""The site: one cluster's description (loaded and validated by :mod:`clusteraccept.site.load`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.site.baselines import Reference
+from clusteraccept.site.campaign import Nccl, Tools
+from clusteraccept.site.fabric import Gpudirect, Roce, Sharp
+from clusteraccept.site.nodes import NodeType
+from clusteraccept.site.operations import Ops
+from clusteraccept.site.slurm import Slurm
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    file: str
+    description: str
+    simulated: bool
+    slurm: Slurm
+    setup: tuple[str, ...]
+    env: dict[str, str]
+    nodes: tuple[str, ...]
+    blocks: dict[str, tuple[str, ...]]
+    blocks_from_slurm: bool
+    node_types: tuple[NodeType, ...]
+    roce: Roce | None
+    sharp: Sharp
+    tools: Tools
+    nccl: Nccl
+    baselines: dict[str, Reference]
+    baselines_file: str | None
+    sim_faults: tuple[dict[str, Any], ...] = ()
+    ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (clusteraccept.ops.config)
+    gpudirect: Gpudirect = field(default_factory=Gpudirect)
+
+    @cached_property
+    def _type_of(self) -> dict[str, NodeType]:
+        return {n: nt for nt in self.node_types for n in nt.nodes}
+
+    @cached_property
+    def _block_index(self) -> dict[str, str]:
+        return {n: name for name, members in self.blocks.items() for n in members}
+
+    def node_type(self, node: str) -> NodeType:
+        return self._type_of[node]  # KeyError for a node the site does not have
+
+    def block_of(self, node: str) -> str | None:
+        return self._block_index.get(node)
+
+
+def reports_dir(site: Site) -> Path:
+    return Path(site.ops.nightly.reports_dir or REPO_ROOT / "reports")
+
+
+def summary_path(site: Site) -> Path:
+    return Path(site.ops.nightly.summary_file or reports_dir(site) / site.name / "nightly-summary.txt")
