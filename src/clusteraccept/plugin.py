@@ -18,6 +18,7 @@ import pytest
 
 from clusteraccept import flow
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.families import FAMILIES
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.ops import scope as due_scope
 from clusteraccept.outcome import Judged, matching
@@ -135,8 +136,9 @@ def _configs_dir(config: pytest.Config) -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ca_check(name, family, per): a clusteraccept check")
-    for fam in ("topology", "gpudirect", "roce", "sharp", "nccl"):
-        config.addinivalue_line("markers", f"{fam}: clusteraccept {fam} checks")
+    for fam in FAMILIES:
+        if fam.judged:
+            config.addinivalue_line("markers", f"{fam.name}: clusteraccept {fam.about}")
     state = State()
     config.stash[STATE] = state
     site_opt = config.getoption("--site")

@@ -7,10 +7,9 @@ import importlib
 from collections.abc import Sequence
 
 from clusteraccept.evidence import Evidence
+from clusteraccept.families import JUDGED
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.site.model import Site
-
-FAMILIES = ("topology", "gpudirect", "roce", "sharp", "nccl")
 
 # (Evidence, its archived path relative to the run dir)
 Archived = tuple[Evidence, str]
@@ -18,6 +17,8 @@ Archived = tuple[Evidence, str]
 
 def judge(family: str, site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:
     """Verdicts of ``family`` over ``nodes`` from their archived evidence."""
+    if family not in JUDGED:
+        raise ValueError(f"unknown check family {family!r}; known: {', '.join(JUDGED)}")
     module = importlib.import_module(f"clusteraccept.checks.{family}")
     verdicts: list[Verdict] = module.judge(site, evidence, nodes)
     return verdicts

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import Evidence, slug
+from clusteraccept.families import PROBED
 from clusteraccept.jobs.archive import archive, archive_name, load
 from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, make_plan
 from clusteraccept.site.campaign import COLLECTIVES
 from clusteraccept.site.model import Site
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
-NODE_FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")
 
 
 class ResumeError(Exception):
@@ -195,7 +195,7 @@ def supersede(run_dir: Path, rerun: Rerun, n: int) -> list[str]:
     raw, dest = run_dir / "raw", run_dir / "superseded" / f"r{n}"
     moved: list[Path] = []
     for node in rerun.nodes:
-        for family in NODE_FAMILIES:
+        for family in PROBED:
             d = raw / family / slug(node)
             if d.is_dir():
                 moved += sorted(d.glob("*.json"))

@@ -9,12 +9,11 @@ from __future__ import annotations
 import importlib
 
 from clusteraccept.evidence import Evidence
-
-FAMILIES = ("fingerprint", "topology", "gpudirect", "roce", "sharp")
+from clusteraccept.families import PROBED
 
 
 def collect(family: str, options: dict[str, object]) -> list[Evidence]:
-    if family not in FAMILIES:
+    if family not in PROBED:
         raise ValueError(f"unknown probe family {family!r}")
     module = importlib.import_module(f"clusteraccept.probes.{family}")
     result: list[Evidence] = module.collect(options)

@@ -11,8 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-SUITES = ("topology", "gpudirect", "roce", "sharp", "nccl-pairs", "nccl-blocks")
-FAMILIES = ("topology", "gpudirect", "roce", "sharp", "nccl")  # checks.FAMILIES, without importing pandas
+from clusteraccept.families import JUDGED, JUNIT_SUITES
+
+SUITES = JUNIT_SUITES  # junit.xml testsuites, in this order
+FAMILIES = JUDGED
 OUTCOMES = ("pass", "fail", "error", "skip", "waived")
 PAIR_SCOPES = frozenset({"pair_in_block", "pair_cross_block"})
 BLOCK_SCOPES = frozenset({"block", "all", "intra_node"})

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import slug
+from clusteraccept.families import NODE_CHECKS
 from clusteraccept.site.model import Site
 
-PARTS = ("topology", "gpudirect", "roce", "sharp", "counters")
+PARTS = (*NODE_CHECKS, "counters")  # a part per judged probe family, and the port counters
 
 
 @dataclass
