@@ -11,7 +11,7 @@
 # (benchmarks/README.md). Results go to $OUT (default ./h200x2-out): the second run's report.html,
 # junit.xml and results.json, the proposal, fidelity.md/.json, the log, and runs.tgz (every run dir).
 set -u
-# NVLink multicast stays off in every process (KINDS.md / gpu-host notes); the site's env repeats these.
+# NVLink multicast stays off in every process (docs/gpu-host.md); the site's env repeats these.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-$PWD/h200x2-out}
 mkdir -p "$OUT"

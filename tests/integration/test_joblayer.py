@@ -80,7 +80,7 @@ def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
     assert outcome.state == "COMPLETED", outcome.message
     steps = [ev for ev in outcome.evidence if ev.source != "counters"]
     assert len(steps) == 2 and all(ev.returncode == 0 for ev in steps)
-    # and a port-counter snapshot of each of the 4 nodes before the round and after it (driver.py)
+    # and a port-counter snapshot of each of the 4 nodes before the round and after it (jobs/node_entry.py)
     snaps = [ev for ev in outcome.evidence if ev.source == "counters"]
     assert sorted((ev.host, ev.meta["seq"]) for ev in snaps) == sorted(
         (n, seq) for n in vcluster.nodes for seq in ("0", "1")

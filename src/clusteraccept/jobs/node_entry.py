@@ -164,8 +164,8 @@ def drive_campaign(
 
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
     killed half-way still leaves the evidence of the steps it finished. With ``snap`` (``argv``: the srun
-    of step_argv.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node are
-    snapshotted before the first round and after each one (rounds are matchings, so a node's delta over a
+    of plan.commands.counters_argv, ``rails``: node -> rails, ``timeout_s``) the port counters of every node
+    are snapshotted before the first round and after each one (rounds are matchings, so a node's delta over a
     round belongs to the steps it was in: one per rail in a pair round).
     """
     _ignore_usr2()  # must not end a measurement campaign half-way

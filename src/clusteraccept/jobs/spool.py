@@ -1,6 +1,6 @@
 """What a campaign leaves when Slurm ends its job early: the spool read back, killed steps marked.
 
-The campaign driver (driver.py) writes each finished step and each port counter snapshot to its spool on
+The campaign driver (node_entry.py) writes each finished step and each port counter snapshot to its spool on
 the shared filesystem at once; when the job's own result never comes back, the submit host reads them here.
 """
 
@@ -40,7 +40,7 @@ def _load(path: Path) -> Evidence | None:
 
 
 def read_spool(spool: Path | None) -> list[Evidence]:
-    """What a killed campaign left: its finished steps and its counter snapshots (driver.py)."""
+    """What a killed campaign left: its finished steps and its counter snapshots (node_entry.py)."""
     if spool is None or not spool.is_dir():
         return []
     files = [*sorted(spool.glob("*.json")), *sorted((spool / "counters").glob("*.json"))]

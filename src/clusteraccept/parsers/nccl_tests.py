@@ -21,7 +21,8 @@ CUDACHECK/NCCLCHECK/TESTCHECK; older layouts from tags v1.0.0, v2.0.0, v2.13.0, 
      .. node1 pid 123: Test failure common.cu:1454
 
 Noise (launcher output, NCCL INFO/WARN lines, srun ``-l`` / mpirun ``--tag-output`` prefixes) is skipped;
-a leading ``#`` is optional everywhere. The JSON of ``-J`` is parsed by :mod:`._nccl_tests_json`.
+a leading ``#`` is optional everywhere. The JSON of ``-J`` is parsed by :mod:`.nccl_tests_json`; both
+formats parse into :mod:`.nccl_tests_result`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The command lines of campaign steps: which binary measures, the srun step argv, nodelists, counters.
 
 The step argv is ``templates/srun_step.j2`` rendered once per shape with sentinels where the per-step
-values go (plan.py fills them in per step); the port counter snapshot step is ``counters_step.j2``.
+values go (jobs.py fills them in per step); the port counter snapshot step is ``counters_step.j2``.
 """
 
 from __future__ import annotations
@@ -70,5 +70,5 @@ def counters_argv(site: Site, nodes: tuple[str, ...]) -> tuple[str, ...]:
     """The srun step that snapshots the port counters of ``nodes`` (none when the site has no rails)."""
     if not any(site.node_type(n).rails for n in nodes):
         return ()
-    python = site.slurm.python or sys.executable  # as submit.python_of: the nodes' interpreter
+    python = site.slurm.python or sys.executable  # as jobs.submit.python_of: the nodes' interpreter
     return render_argv("counters_step.j2", nodes=nodes, nodelist=nodelist(nodes), python=python)

@@ -4,7 +4,7 @@ Taken around traffic by the campaign driver (before the first round and after ev
 of one interval belongs to the steps each node was in: one per rail in a pair round) and around the RoCE
 probe's idle window.
 
-Per rail (``rails``: gpu, hca, port, netdev, as session.probe_options' ``node_rails``):
+Per rail (``rails``: gpu, hca, port, netdev, as flow.probe_options' ``node_rails``):
 - ``/sys/class/infiniband/<hca>/ports/<port>/link_layer`` (Documentation/ABI/stable/sysfs-class-infiniband);
 - the port's PMA counters ``/sys/class/infiniband/<hca>/ports/<port>/counters/<name>`` (same ABI file,
   "counters/"; names from drivers/infiniband/core/sysfs.c ``PORT_PMA_ATTR``): the error counters of

@@ -206,7 +206,7 @@ def _suite_fast(v: Mapping[str, Any], labels: Mapping[str, str], nodes: frozense
     if scope:
         return "nccl-pairs" if scope in PAIR_SCOPES or scope == "pairs" else "nccl-blocks"
     subject: str = v["subject"]
-    if ":rail" in subject:  # pair steps are named a-b:railK (subjects.py, plan.py)
+    if ":rail" in subject:  # pair steps are named a-b:railK (plan/subjects.py, plan/jobs.py)
         return "nccl-pairs"
     if v["check"] == "nccl.localization" and subject in nodes:
         return "nccl-pairs"  # test_node_not_blamed lives in test_nccl_pairs.py

@@ -36,7 +36,7 @@ class Site:
     baselines: dict[str, Reference]
     baselines_file: str | None
     sim_faults: tuple[dict[str, Any], ...] = ()
-    ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (clusteraccept.ops.config)
+    ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (site/operations.py)
     gpudirect: Gpudirect = field(default_factory=Gpudirect)
 
     @cached_property

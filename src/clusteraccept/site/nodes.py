@@ -1,6 +1,6 @@
 """The site's nodes: ``nodes`` (hostlists), ``blocks`` and ``node_types`` with their rails, validated.
 
-Part of the site description (site.py); every error is ONE line naming the file, the key path, what was
+Part of the site description (load.py); every error is ONE line naming the file, the key path, what was
 expected and what was found.
 """
 

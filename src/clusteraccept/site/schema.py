@@ -1,6 +1,7 @@
 """A small reader for validated YAML: every error names the file, the key path, what was expected and got.
 
-Used by site.py (and the baselines file). Unknown keys are errors with a "did you mean" where one is close.
+Used by every section reader of the site (and the baselines file). Unknown keys are errors with a "did you
+mean" where one is close.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def collect(
     profile: bool = True,
     demo: bool = False,
 ) -> list[Archived]:
-    """Build the site's host profiles, run the roce probe on each node, archive like session.execute.
+    """Build the site's host profiles, run the roce probe on each node, archive like flow.execute.
 
     ``demo``: every family's part of the profiles, as the demo builds them, and the evidence really archived;
     else only the roce part and archive paths named without writing them (this machine's disk is slow).
@@ -91,7 +91,7 @@ def one(verdicts: list[Verdict], check: str, subject: str) -> Verdict:
 
 
 def assert_complete(site: Site, verdicts: list[Verdict]) -> None:
-    """Exactly one verdict per check and subject, subjects exactly as subjects.py builds them."""
+    """Exactly one verdict per check and subject, subjects exactly as plan/subjects.py builds them."""
     got = [(v.check, v.subject) for v in verdicts]
     want = [(c, n) for n in subjects(site, "node") for c in roce.NODE_CHECKS]
     want += [(c, s) for s in subjects(site, "rail") for c in roce.RAIL_CHECKS]

@@ -46,7 +46,7 @@ def demo(faults: list[dict[str, Any]] | None = None, **changes: Any) -> Site:
 
 
 def collect(site: Site, families: tuple[str, ...], tmp: Path) -> dict[str, list[Archived]]:
-    """Build the host profiles, run the families' probes on each node, archive like session.execute."""
+    """Build the host profiles, run the families' probes on each node, archive like flow.execute."""
     build_profiles(site, tmp / "hosts")
     out: dict[str, list[Archived]] = {f: [] for f in families}
     with pytest.MonkeyPatch.context() as mp:

@@ -1,4 +1,4 @@
-"""Fuzzing and error-line helpers shared by the parser tests (docs/HELPERS.md, parser rules):
+"""Fuzzing and error-line helpers shared by the parser tests (CONTRIBUTING.md, parser rules):
 random text and random truncations/mutations of the real fixtures must parse or raise ParseError,
 never any other exception, and a ParseError names the offending line.
 
