@@ -1,7 +1,7 @@
 """The check families: the one list every stage reads (what the probe job collects, what the judges judge,
 which pytest markers and JUnit testsuites exist). A new family is added here, then in probes/, checks/ and
-suites/ (CONTRIBUTING.md says how); tests/unit/test_families.py holds the suites' declared checks against
-the ones the judges emit.
+suites/ (CONTRIBUTING.md says how); tests/unit/report/test_families.py holds the suites' declared checks
+against the ones the judges emit.
 """
 
 from __future__ import annotations
