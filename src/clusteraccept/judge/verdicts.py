@@ -1,10 +1,8 @@
-"""Judging measurements against references (DESIGN.md §7): pure.
+"""Judging measurements against references (DESIGN.md §7): pure. Measurement + Reference -> Verdict.
 
-A reference follows ReFrame's model with names: ``{ref: 48.0, lower: -0.08, upper: null, unit: GB/s}``.
-``lower``/``upper`` are signed fractions of ``ref`` (null = unbounded); with ``ref: 0`` they are absolute
-values. ``xfail: "reason"`` waives a failure with that reason (the verdict is WAIVED, never PASS).
-Baseline keys are dotted strings (``nccl.busbw.sendrecv.pair.rail3.1GiB``); a site's patterns use fnmatch
-wildcards and the most specific matching pattern (most literal characters) wins.
+The references are the site's (:mod:`clusteraccept.site.baselines`: ReFrame's model with names,
+``{ref: 48.0, lower: -0.08, upper: null, unit: GB/s}``). ``xfail: "reason"`` waives a failure with that
+reason (the verdict is WAIVED, never PASS).
 """
 
 from __future__ import annotations

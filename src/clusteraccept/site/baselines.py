@@ -15,24 +15,6 @@ from typing import Any
 from clusteraccept.site.schema import Section
 
 
-def _reference(sec: Section) -> Reference:
-    return Reference(
-        ref=sec.number("ref"),
-        lower=sec.number("lower", "a signed fraction like -0.08, or null", default=None),
-        upper=sec.number("upper", "a signed fraction like 0.10, or null", default=None),
-        unit=sec.string("unit", default=""),
-        xfail=sec.string("xfail", "a reason string", default=None),
-    )
-
-
-def load_baselines(file: str, data: Any, path: str = "baselines") -> dict[str, Reference]:
-    """A baselines mapping ``pattern -> reference`` (inline in the site, or a separate reviewable file)."""
-    top = Section(file, path, data, [str(k) for k in data] if isinstance(data, dict) else [])
-    return {
-        str(k): _reference(top.section(str(k), ["ref", "lower", "upper", "unit", "xfail"])) for k in top.data
-    }
-
-
 @dataclass(frozen=True)
 class Reference:
     ref: float
@@ -59,3 +41,21 @@ def lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
             if best is None or score > best[0]:
                 best = (score, reference)
     return None if best is None else best[1]
+
+
+def _reference(sec: Section) -> Reference:
+    return Reference(
+        ref=sec.number("ref"),
+        lower=sec.number("lower", "a signed fraction like -0.08, or null", default=None),
+        upper=sec.number("upper", "a signed fraction like 0.10, or null", default=None),
+        unit=sec.string("unit", default=""),
+        xfail=sec.string("xfail", "a reason string", default=None),
+    )
+
+
+def load_baselines(file: str, data: Any, path: str = "baselines") -> dict[str, Reference]:
+    """A baselines mapping ``pattern -> reference`` (inline in the site, or a separate reviewable file)."""
+    top = Section(file, path, data, [str(k) for k in data] if isinstance(data, dict) else [])
+    return {
+        str(k): _reference(top.section(str(k), ["ref", "lower", "upper", "unit", "xfail"])) for k in top.data
+    }
