@@ -36,6 +36,7 @@ from clusteraccept.errors import ParseError  # noqa: E402
 from clusteraccept.flow import Request, execute  # noqa: E402
 from clusteraccept.jobs.archive import load  # noqa: E402
 from clusteraccept.parsers import nccl_tests, torch_nccl  # noqa: E402
+from clusteraccept.parsers.nccl_tests_result import nccl_version_of  # noqa: E402
 from clusteraccept.site.load import load_site  # noqa: E402
 from clusteraccept.site.model import Site  # noqa: E402
 from clusteraccept.site.schema import format_size  # noqa: E402
@@ -101,7 +102,7 @@ def standalone(
         if r.size_B and r.size_B not in rows:
             rows[r.size_B] = {k: m.busbw_GBps for k, m in (("oop", r.out_of_place), ("ip", r.in_place)) if m}
     head = re.search(r"nccl-headers=(\d+) nccl-library=(\d+)", proc.stdout)
-    built = f" (built against {nccl_tests.nccl_version_of(int(head[1]))})" if head else ""
+    built = f" (built against {nccl_version_of(int(head[1]))})" if head else ""
     return rows, f"nccl-tests {result.version} with NCCL {result.nccl_version}{built}"
 
 

@@ -33,5 +33,6 @@ FAMILIES = (
 
 PROBED = tuple(f.name for f in FAMILIES if f.probed)  # what a probe job may collect (fingerprint first)
 JUDGED = tuple(f.name for f in FAMILIES if f.judged)  # judges, markers, results.json "families"
-NODE_CHECKS = tuple(f.name for f in FAMILIES if f.probed and f.judged)  # judged from the probe job
+NODE_FAMILIES = tuple(f.name for f in FAMILIES if f.probed and f.judged)  # selectable for the probe job
+ALWAYS_PROBED = tuple(f.name for f in FAMILIES if f.probed and not f.judged)  # collected by every probe job
 JUNIT_SUITES = tuple(s for f in FAMILIES for s in f.junit_suites)

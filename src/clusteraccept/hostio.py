@@ -26,8 +26,6 @@ from pathlib import Path
 from clusteraccept.evidence import Evidence
 
 PROFILE_ENV = "CLUSTERACCEPT_HOST_PROFILE"
-
-
 PASSTHROUGH = ("", -1)  # a profile entry for a command that really runs there
 
 

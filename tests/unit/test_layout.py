@@ -127,6 +127,32 @@ def test_no_stage_imports_a_later_one(stage: str) -> None:
     assert wrong == []
 
 
+# Modules every stage may use: they import none of the stages, only each other.
+LEAVES = (
+    "clusteraccept.errors", "clusteraccept.evidence", "clusteraccept.families", "clusteraccept.hostio",
+    "clusteraccept.redact", "clusteraccept.render", "clusteraccept.rundir",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_shared_modules_import_no_stage(leaf: str) -> None:
+    assert sorted(d for d in _graph()[leaf] if d not in LEAVES) == []
+
+
+def test_parsers_are_pure_leaves() -> None:
+    """Any stage may read a tool's output with a parser (jobs/slurm_clients.py reads scontrol's): so a parser
+    imports nothing but other parsers, the errors and the redaction of secrets in what it returns."""
+    allowed = ("clusteraccept.parsers", "clusteraccept.errors", "clusteraccept.redact")
+    wrong = sorted(
+        f"{m} -> {d}"
+        for m, deps in _graph().items()
+        if _under(m, "clusteraccept.parsers")
+        for d in deps
+        if not any(_under(d, a) for a in allowed)
+    )
+    assert wrong == []
+
+
 def _importers(top: str) -> set[str]:
     """Modules that import the third-party package ``top``."""
     found = set()

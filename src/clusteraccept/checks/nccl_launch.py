@@ -1,4 +1,4 @@
-"""Launch self-checks of an nccl-tests run (re-exported by :mod:`clusteraccept.parsers.nccl_tests`).
+"""Launch self-checks of an nccl-tests run (judged as ``nccl.launch`` by :mod:`clusteraccept.checks.nccl`).
 
 Before a busbw number is judged, the run must have measured what was meant: more than one rank (a binary
 built without MPI, launched as N tasks, runs N independent 1-rank tests with busbw 0), no group of a single

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
+from clusteraccept.families import ALWAYS_PROBED
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
 from clusteraccept.redact import redact_evidence
 
@@ -62,7 +63,7 @@ def collect_node(families: tuple[str, ...], options: dict[str, object]) -> list[
 
     _ignore_usr2()  # a probe cannot be checkpointed: finish collecting
     out: list[Evidence] = []
-    for family in ("fingerprint", *families):
+    for family in (*ALWAYS_PROBED, *families):
         for ev in collect(family, options):
             out.append(replace(ev, meta={**ev.meta, "check": family}))
     hold_s = float(options.get("hold_s", 0))  # type: ignore[arg-type]

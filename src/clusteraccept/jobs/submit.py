@@ -1,4 +1,5 @@
-"""The ONE module that talks to Slurm (through submitit): site + planned job -> executor, submission, results.
+"""The ONE module that uses submitit: site + planned job -> executor, submission, results (Slurm's own
+clients, sacct/sinfo/scontrol, are in slurm_clients.py).
 
 Two job shapes (DESIGN.md §3): a per-node probe job (one task on every node, ``job.task(i).result()`` per
 node) and a campaign driver (one allocation, ``slurm_use_srun=False``: the driver launches its own steps).
@@ -29,9 +30,6 @@ from clusteraccept.jobs.spool import mark_killed, read_spool
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob
 from clusteraccept.render import render
 from clusteraccept.site.model import Site
-
-_mark_killed = mark_killed  # its name before it moved to spool.py: tests import it from here
-
 
 GRACE_S = 120.0
 

@@ -29,8 +29,6 @@ from typing import Any
 from clusteraccept.jobs.slurm_clients import REASON_PREFIX, NodeState, node_states, scontrol_update
 
 NODE_KINDS = ("node", "rail")  # localization culprit kinds that convict a node
-
-
 _RUN_TS = re.compile(r"^(\d{8}T\d{6}Z)")
 
 

@@ -33,8 +33,6 @@ from clusteraccept.site.cron import parse_scrontab
 from clusteraccept.site.model import Site, reports_dir, summary_path
 
 DONE = ("COMPLETED", "FINISHED", "DONE")
-
-
 OK, REGRESSED, INCOMPLETE = 0, 1, 2
 
 

@@ -284,7 +284,7 @@ def resume_run(
     new_jobs = [flow._outcome_dict(o) for o in outcomes]
     results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)
     entry["jobs"] = [j["name"] for j in new_jobs]
-    # a due-only run judges its due nodes only (ops/scope.py): the others were never probed
+    # a due-only run judges its due nodes only (flow.judged_nodes): the others were never probed
     nodes = judged_nodes(results, site.nodes)
     results["verdicts"] = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes)]
     results["fingerprint"] = flow.fingerprint_of(archived)

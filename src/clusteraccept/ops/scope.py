@@ -5,7 +5,8 @@ rail of the pair) where one of its nodes is due or one of the pair's links is; i
 nodes; block and SHARP steps whose nodes include a due node; whole-set steps only when every node is
 due. Campaigns are allocated on just
 the nodes their kept steps use, so the rest of the cluster stays free. The node checks judge only the due
-nodes (:func:`judged_nodes`): the others were not probed, and calling them ERROR would be a lie.
+nodes (:func:`clusteraccept.flow.judged_nodes`): the others were not probed, and calling them ERROR would
+be a lie.
 
 Suite tests of subjects outside the scope skip with the attestation they still hold
 (:meth:`Scope.skip_reason`); results.json ``scope`` records what was due and why, and the banner says the
@@ -20,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clusteraccept.flow import only_due
 from clusteraccept.ops.attest import Attestation, Due, attestations, load_runs, site_due
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step
 from clusteraccept.report.model import NOTHING_DUE, not_planned_reason, split_pair
@@ -27,7 +29,6 @@ from clusteraccept.site.model import Site
 
 if TYPE_CHECKING:
     from clusteraccept.jobs.submit import JobOutcome
-from clusteraccept.flow import only_due
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(to_jsonable(result), indent=2))
     return 0
 
+
+if __name__ == "__main__":
+    sys.exit(main())

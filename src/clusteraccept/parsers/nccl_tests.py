@@ -43,47 +43,23 @@ from clusteraccept.parsers.nccl_tests_result import (
 )
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )")  # mpirun --tag-output, srun -l
-
-
 _VERSION = re.compile(r"nccl-tests version (\S+) nccl-headers=(\d+) nccl-library=(\d+)")
-
-
 _STARTING = re.compile(r"Collective test (?:starting|concluded): ([A-Za-z0-9_]+)")
-
-
 _NTHREAD = re.compile(r"nThread (\d+) nGpus (\d+) minBytes \d+ maxBytes \d+")
-
-
 _RANK = re.compile(
     r"Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s?(.*)"
 )
-
-
 _NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
-
-
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)\b")
-
-
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
-
-
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
-
-
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
-
-
 # The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.
 _BINARY = re.compile(
     r"\b(all_reduce|all_gather|broadcast|reduce_scatter|reduce|alltoallv|alltoall|scatter"
     r"|gather|sendrecv|hypercube)_perf\b"
 )
-
-
 _SIZE_COLUMNS = ("size", "bytes")
-
-
 _SIDE_START = ("time", "cputime")
 
 

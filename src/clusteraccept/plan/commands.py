@@ -1,7 +1,7 @@
 """The command lines of campaign steps: which binary measures, the srun step argv, nodelists, counters.
 
 The step argv is ``templates/srun_step.j2`` rendered once per shape with sentinels where the per-step
-values go (jobs.py fills them in per step); the port counter snapshot step is ``counters_step.j2``.
+values go (plan/jobs.py fills them in per step); the port counter snapshot step is ``counters_step.j2``.
 """
 
 from __future__ import annotations

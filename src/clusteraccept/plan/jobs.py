@@ -14,7 +14,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from clusteraccept.families import NODE_CHECKS
+from clusteraccept.families import NODE_FAMILIES
 from clusteraccept.plan.commands import argv_shape, binary_of, nodelist, tool_of
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.model import Site
@@ -276,7 +276,7 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
 def make_plan(
     site: Site,
     blocks: dict[str, tuple[str, ...]] | None = None,
-    families: Sequence[str] = NODE_CHECKS,
+    families: Sequence[str] = NODE_FAMILIES,
     nccl: bool = True,
 ) -> Plan:
     """The jobs of a run. ``blocks`` overrides the site's (e.g. read from ``scontrol show topology``)."""

@@ -3,7 +3,7 @@
 The lines shown are the ones an engineer would look for: the nccl-tests rows of the failing sizes (with
 the table header above them), the lines naming the failing GPU / HCA / PCI device, or the whole output when
 it is short (sysfs values); plus the stderr tail when the command failed. Raw files are already redacted
-(evidence.archive), and the report re-redacts whatever it prints anyway.
+(jobs/archive.py), and the report re-redacts whatever it prints anyway.
 """
 
 from __future__ import annotations

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import slug
-from clusteraccept.families import NODE_CHECKS
+from clusteraccept.families import NODE_FAMILIES
 from clusteraccept.site.model import Site
 
-PARTS = (*NODE_CHECKS, "counters")  # a part per judged probe family, and the port counters
+PARTS = (*NODE_FAMILIES, "counters")  # a part per judged probe family, and the port counters
 
 
 @dataclass

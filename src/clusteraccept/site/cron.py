@@ -19,8 +19,6 @@ import shlex
 from dataclasses import dataclass
 
 AT_SPECS = ("yearly", "annually", "monthly", "weekly", "daily", "midnight", "hourly")
-
-
 # (name, lowest, highest) per field; day-of-week 7 is Sunday too (parse.c folds it onto 0).
 FIELDS = (
     ("minute", 0, 59),
@@ -29,14 +27,8 @@ FIELDS = (
     ("month", 1, 12),
     ("day-of-week", 0, 7),
 )
-
-
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-
-
 DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
 # sbatch(1) options (long and short forms) that a #SCRON line may carry here. scrontab accepts "most"
 # sbatch options; these are the ones a nightly entry needs.
 SBATCH_LONG = frozenset(
@@ -69,8 +61,6 @@ SBATCH_LONG = frozenset(
         "wckey",
     ]
 )
-
-
 SBATCH_SHORT = frozenset(["A", "D", "C", "c", "e", "J", "N", "n", "o", "p", "q", "t", "w", "x"])
 
 

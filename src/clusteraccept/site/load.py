@@ -62,8 +62,6 @@ TOP_KEYS = [
     "sim",
     *OPS_KEYS,
 ]
-
-
 FAULT_KINDS = (
     "slow_rail",
     "slow_node",
@@ -83,8 +81,6 @@ FAULT_KINDS = (
     "link_errors",
     "iommu_translated",
 )
-
-
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 

@@ -27,8 +27,6 @@ from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.schema import Section
 
 KEYS = ("nightly", "drain", "attest")
-
-
 DEFAULT_DRAIN_CHECKS = ("nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*")
 
 
@@ -131,4 +129,3 @@ def parse_ops(top: Section, expand: object = None) -> Ops:
     a = top.section("attest", ["ttl_days"])
     attest = Attest(ttl_days=a.number("ttl_days", "days > 0", default=7.0, minimum=0.001))
     return Ops(nightly, drain, attest)
-

@@ -14,8 +14,6 @@ from typing import Any, TypeVar
 from clusteraccept.errors import SiteConfigError
 
 T = TypeVar("T")
-
-
 _MISSING: Any = object()
 
 

@@ -28,7 +28,7 @@ def test_every_family_has_its_stages() -> None:
         # checks/fingerprint.py compares versions across nodes (results.json "fingerprint"), no verdicts
         assert (PKG / "checks" / f"{fam.name}.py").exists() or not fam.judged, fam.name
     assert families.PROBED[0] == "fingerprint"  # a node that ran at all returns its versions first
-    assert set(families.NODE_CHECKS) < set(families.JUDGED) and "nccl" not in families.NODE_CHECKS
+    assert set(families.NODE_FAMILIES) < set(families.JUDGED) and "nccl" not in families.NODE_FAMILIES
 
 
 def test_suites_declare_exactly_the_judged_families() -> None:
