@@ -6,13 +6,12 @@ baseline proposal, and the PyTorch NCCL fallback's wiring."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from harness import PytestRun, PytestRunner
 
 from clusteraccept.plan.jobs import make_plan, tool_of
 from clusteraccept.sim.hosts import Part, write_profile
@@ -94,26 +93,13 @@ def _site(tmp_path: Path, **nccl: object) -> Path:
     return site
 
 
-def _pytest(tmp_path: Path, site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:randomly",
-            f"--site={site}",
-            f"--reports-dir={tmp_path / 'reports'}",
-            "suites/",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"},
-        timeout=600,
-        check=False,
+def _pytest(run_pytest: PytestRunner, tmp_path: Path, site: Path, *args: str) -> PytestRun:
+    return run_pytest(
+        f"--site={site}",
+        f"--reports-dir={tmp_path / 'reports'}",
+        "suites/",
+        *args,
+        env={"CUDA_VISIBLE_DEVICES": None},
     )
 
 
@@ -124,10 +110,12 @@ def _results(tmp_path: Path) -> dict[str, object]:
     return out
 
 
-def test_suite_runs_on_one_host_then_against_its_proposed_baselines(tmp_path: Path) -> None:
+def test_suite_runs_on_one_host_then_against_its_proposed_baselines(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
     site = _site(tmp_path)
     proposal = tmp_path / "local-gpu.baselines.yaml"
-    first = _pytest(tmp_path, site, f"--propose-baselines={proposal}")
+    first = _pytest(run_pytest, tmp_path, site, f"--propose-baselines={proposal}")
     assert first.returncode == 0, first.stdout[-3000:]
     verdicts = _results(tmp_path)["verdicts"]
     assert isinstance(verdicts, list)
@@ -144,13 +132,13 @@ def test_suite_runs_on_one_host_then_against_its_proposed_baselines(tmp_path: Pa
         len([k for k in proposed if k.startswith("nccl.busbw.alltoall.intra_node.")]) == 30
     )  # 8 B, 16 B: 0 B
     assert {(tmp_path / f"{c}.cuda_visible_devices").read_text() for c in FIVE} == {"0,1\n"}
-    second = _pytest(tmp_path, site)  # the same outputs judged against the proposal: all pass
+    second = _pytest(run_pytest, tmp_path, site)  # the same outputs judged against the proposal: all pass
     assert second.returncode == 0, second.stdout[-3000:]
     outcomes = {v["outcome"] for v in _results(tmp_path)["verdicts"] if v["check"] == "nccl.busbw"}  # type: ignore[union-attr,index]
     assert outcomes == {"pass"}
 
 
-def test_fallback_runs_the_torch_collector_and_says_so(tmp_path: Path) -> None:
+def test_fallback_runs_the_torch_collector_and_says_so(run_pytest: PytestRunner, tmp_path: Path) -> None:
     site_file = _site(tmp_path)
     data = yaml.safe_load(site_file.read_text())
     del data["tools"]["nccl_tests_bin"]
@@ -169,7 +157,7 @@ def test_fallback_runs_the_torch_collector_and_says_so(tmp_path: Path) -> None:
         "all_reduce",
         "-b",
     )
-    proc = _pytest(tmp_path, site_file, "-m", "nccl")
+    proc = _pytest(run_pytest, tmp_path, site_file, "-m", "nccl")
     verdicts = _results(tmp_path)["verdicts"]
     assert isinstance(verdicts, list)
     (launch,) = [v for v in verdicts if v["check"] == "nccl.launch"]

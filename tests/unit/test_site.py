@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from harness import PytestRunner
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.load import load_site, parse_site
@@ -109,20 +108,13 @@ def test_top_level_not_mapping() -> None:
         ("{empty}", "got an empty file"),
     ],
 )
-def test_pytest_usage_error_exit_4(tmp_path: Path, site: str, needle: str) -> None:
+def test_pytest_usage_error_exit_4(run_pytest: PytestRunner, tmp_path: Path, site: str, needle: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("  partition: gpu", "  partiton: gpu"))
     empty = tmp_path / "empty.yaml"
     empty.write_text("")
     site = site.replace("{bad}", str(bad)).replace("{empty}", str(empty))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(REPO / "suites"), f"--site={site}", "-q", "-p", "no:xdist"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+    proc = run_pytest(str(REPO / "suites"), f"--site={site}", "-p", "no:xdist")
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout

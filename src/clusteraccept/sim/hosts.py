@@ -16,11 +16,13 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clusteraccept.evidence import slug
 from clusteraccept.families import NODE_FAMILIES
-from clusteraccept.site.model import Site
+
+if TYPE_CHECKING:  # only a type here: every simulated traffic step imports write_atomic (sim/traffic.py)
+    from clusteraccept.site.model import Site
 
 PARTS = (*NODE_FAMILIES, "counters")  # a part per judged probe family, and the port counters
 

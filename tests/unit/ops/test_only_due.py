@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from harness import PytestRun, PytestRunner
 
 from clusteraccept.flow import judged_nodes
 from clusteraccept.judge.verdicts import Outcome, Verdict
@@ -216,16 +215,14 @@ def test_tests_outside_the_scope_skip_with_the_attestation_unless_they_failed() 
 
 
 # --- the plugin end to end (submitit's local executor, simulated hosts) ---------------------------
-def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-rs", f"--site={demo(tmp_path)}",
-            "--executor=local", f"--reports-dir={tmp_path}", "--run-id=tonight", "--only-due",
-            *args]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
+def pytest_run(run_pytest: PytestRunner, tmp_path: Path, *args: str) -> PytestRun:
+    return run_pytest("-rs", f"--site={demo(tmp_path)}", "--executor=local", f"--reports-dir={tmp_path}",
+                      "--run-id=tonight", "--only-due", *args)  # fmt: skip
 
 
-def test_dry_run_writes_only_the_due_jobs(tmp_path: Path) -> None:
+def test_dry_run_writes_only_the_due_jobs(run_pytest: PytestRunner, tmp_path: Path) -> None:
     prior_run(tmp_path / "demo", site_of(demo(tmp_path)), "r1", datetime.now(UTC), unverified=["node3"])
-    proc = pytest_run(tmp_path, "suites/", "--dry-run")
+    proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run")
     assert proc.returncode == 0, proc.stdout[-2000:]
     run = tmp_path / "demo" / "tonight"
     results = json.loads((run / "results.json").read_text())
@@ -238,10 +235,12 @@ def test_dry_run_writes_only_the_due_jobs(tmp_path: Path) -> None:
     assert "only due: 1 node(s) and 16 link(s): node3 (never verified)" in proc.stdout
 
 
-def test_a_due_only_run_judges_the_due_node_and_skips_the_others(tmp_path: Path) -> None:
+def test_a_due_only_run_judges_the_due_node_and_skips_the_others(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
     started = datetime.now(UTC).replace(microsecond=0)
     prior_run(tmp_path / "demo", site_of(demo(tmp_path)), "r1", started, unverified=["node3"])
-    proc = pytest_run(tmp_path, "suites/test_topology.py")
+    proc = pytest_run(run_pytest, tmp_path, "suites/test_topology.py")
     assert proc.returncode == 0, proc.stdout[-3000:]
     until = (started + timedelta(days=7)).isoformat()
     assert re.search(
@@ -263,10 +262,10 @@ def test_a_due_only_run_judges_the_due_node_and_skips_the_others(tmp_path: Path)
     assert 'name="verdict" value="INCOMPLETE"' in (run / "junit.xml").read_text()
 
 
-def test_nothing_due_submits_nothing_and_every_test_skips(tmp_path: Path) -> None:
+def test_nothing_due_submits_nothing_and_every_test_skips(run_pytest: PytestRunner, tmp_path: Path) -> None:
     started = datetime.now(UTC).replace(microsecond=0)
     prior_run(tmp_path / "demo", site_of(demo(tmp_path)), "r1", started)
-    proc = pytest_run(tmp_path, "suites/")
+    proc = pytest_run(run_pytest, tmp_path, "suites/")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert " passed" not in proc.stdout and " failed" not in proc.stdout
     assert f"attestation valid until {(started + timedelta(days=7)).isoformat()} (run r1)" in proc.stdout

@@ -1,17 +1,16 @@
 """One real demo run (submitit's local executor, simulated hardware, the demo's injected faults) shared by
 the report tests, made with a credential in the site's job environment, a sign-off and pytest's own
---junitxml beside ours."""
+--junitxml beside ours, made once per test session (in this process: ``run_pytest``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import PytestRunner
 
 REPO = Path(__file__).resolve().parents[3]
 ARTIFACTS = REPO / "test-artifacts"
@@ -33,13 +32,6 @@ class DemoRun:
         return data
 
 
-def run_pytest(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
-        capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False,
-    )  # fmt: skip
-
-
 def demo_site(dest: Path, extra_env: dict[str, str]) -> Path:
     """site-configs/demo.yaml with ``extra_env`` added to its job environment, and its simulated hosts,
     fabric and nccl-tests under ``dest``'s directory: parallel test workers running the demo must not
@@ -53,16 +45,20 @@ def demo_site(dest: Path, extra_env: dict[str, str]) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    base = tmp_path_factory.mktemp("demo-run")
+def make_demo_run(run_pytest: PytestRunner, base: Path) -> str:
     site = demo_site(base / "demo.yaml", SECRETS)
-    reports = base / "reports"
-    pytest_junit = base / "pytest-junit.xml"
     proc = run_pytest(
-        "suites/", f"--site={site}", "--executor=local", f"--reports-dir={reports}",
-        f"--signoff-name={SIGNER[0]}", f"--signoff-role={SIGNER[1]}", f"--junitxml={pytest_junit}",
+        "suites/", f"--site={site}", "--executor=local", f"--reports-dir={base / 'reports'}",
+        f"--signoff-name={SIGNER[0]}", f"--signoff-role={SIGNER[1]}",
+        f"--junitxml={base / 'pytest-junit.xml'}",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # the demo's faults fail
-    (run,) = [p for p in (reports / "demo").iterdir() if p.is_dir() and p.name != "latest"]
-    return DemoRun(run, reports, site, pytest_junit, proc.stdout)
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def demo_run(run_pytest: PytestRunner, tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    base = tmp_path_factory.mktemp("demo-run")
+    stdout = make_demo_run(run_pytest, base)
+    (run,) = [p for p in (base / "reports" / "demo").iterdir() if p.is_dir() and p.name != "latest"]
+    return DemoRun(run, base / "reports", base / "demo.yaml", base / "pytest-junit.xml", stdout)

@@ -9,7 +9,9 @@ import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .conftest import SECRETS, DemoRun, demo_site, run_pytest
+from harness import PytestRunner
+
+from .conftest import SECRETS, DemoRun, demo_site
 
 
 def failures(junit_xml: Path) -> int:
@@ -17,7 +19,7 @@ def failures(junit_xml: Path) -> int:
 
 
 def test_rejudge_regenerates_the_reports_and_compare_reports_the_diff(
-    demo_run: DemoRun, tmp_path: Path
+    run_pytest: PytestRunner, demo_run: DemoRun, tmp_path: Path
 ) -> None:
     run = tmp_path / "reports" / "demo" / demo_run.run.name
     shutil.copytree(demo_run.run, run)  # leave the shared run alone

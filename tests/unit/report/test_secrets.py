@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import FakeSlurm
 
 from clusteraccept import flow
 from clusteraccept.evidence import Evidence
@@ -86,8 +87,11 @@ def evidence(site: Any) -> list[JobOutcome]:
     ]  # fmt: skip
 
 
-def test_secrets_in_evidence_never_reach_the_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_in_evidence_never_reach_the_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_slurm: FakeSlurm
+) -> None:
     site = replace(load_site("demo", REPO / "site-configs"), simulated=False)  # no sim files written
+    fake_slurm.answer_idle(site.nodes)  # the run's preflight asks sinfo which nodes Slurm would run a job on
     outcomes = evidence(site)
 
     class Layer:  # the job layer, as if the jobs had run and returned this evidence
