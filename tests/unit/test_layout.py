@@ -21,14 +21,19 @@ def _module(path: Path) -> str:
 
 
 @functools.cache
+def _trees() -> dict[str, ast.Module]:
+    return {_module(p): ast.parse(p.read_text(), str(p)) for p in sorted(PKG.rglob("*.py"))}
+
+
+@functools.cache
 def _graph() -> dict[str, set[str]]:
-    modules = {_module(p): p for p in PKG.rglob("*.py")}
+    modules = _trees()
     graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
+    for name, tree in modules.items():
         deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("clusteraccept"):
-                assert node.level == 0, f"{path}: relative import"
+                assert node.level == 0, f"{name}: relative import"
                 for alias in node.names:
                     full = f"{node.module}.{alias.name}"
                     deps.add(full if full in modules else node.module)
@@ -156,8 +161,8 @@ def test_parsers_are_pure_leaves() -> None:
 def _importers(top: str) -> set[str]:
     """Modules that import the third-party package ``top``."""
     found = set()
-    for path in PKG.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+    for name, tree in _trees().items():
+        for node in ast.walk(tree):
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
@@ -166,7 +171,7 @@ def _importers(top: str) -> set[str]:
                 else []
             )
             if any(n == top or n.startswith(top + ".") for n in names):
-                found.add(_module(path))
+                found.add(name)
     return found
 
 
