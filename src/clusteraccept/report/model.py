@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 from clusteraccept.families import JUDGED, JUNIT_SUITES
 
 SUITES = JUNIT_SUITES  # junit.xml testsuites, in this order
-FAMILIES = JUDGED
 OUTCOMES = ("pass", "fail", "error", "skip", "waived")
 PAIR_SCOPES = frozenset({"pair_in_block", "pair_cross_block"})
 BLOCK_SCOPES = frozenset({"block", "all", "intra_node"})
@@ -249,7 +248,7 @@ def banner(
         incomplete.append(f"{total['error']} check(s) could not be judged (ERROR)")
     if not sum(total.values()):
         incomplete.append("no verdicts")
-    missing = [f for f in FAMILIES if f not in results.get("families", FAMILIES)]
+    missing = [f for f in JUDGED if f not in results.get("families", JUDGED)]
     if missing:
         incomplete.append(f"check families not run: {', '.join(missing)}")
     if results.get("subset"):

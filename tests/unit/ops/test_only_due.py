@@ -13,6 +13,7 @@ import pytest
 import yaml
 from harness import PytestRun, PytestRunner
 
+from clusteraccept.families import JUDGED
 from clusteraccept.flow import judged_nodes
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.ops import scope
@@ -20,7 +21,7 @@ from clusteraccept.ops.attest import judged
 from clusteraccept.outcome import Judged
 from clusteraccept.plan.jobs import Plan, make_plan
 from clusteraccept.plan.subjects import subjects
-from clusteraccept.report.model import FAMILIES, NOTHING_DUE, Banner, banner, not_planned_reason
+from clusteraccept.report.model import NOTHING_DUE, Banner, banner, not_planned_reason
 from clusteraccept.site.load import load_site
 from clusteraccept.site.model import Site
 
@@ -138,7 +139,7 @@ def test_a_due_link_the_plan_does_not_hold_is_named_and_stays_due(tmp_path: Path
         "1 due subject(s) not in this run's plan, still due: node1-node2:rail5"
     ), line
     # every node due and every verdict passed: still no ACCEPT while a due link went untested
-    b = banner({"scope": {**rec, "all_due": True}, "verdicts": [{"outcome": "pass"}], "families": FAMILIES})
+    b = banner({"scope": {**rec, "all_due": True}, "verdicts": [{"outcome": "pass"}], "families": JUDGED})
     assert b == Banner("INCOMPLETE", (not_planned_reason(["node1-node2:rail5"]),)), b
 
 
