@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 from harness import PytestRun, PytestRunner
 
-from clusteraccept.plan.jobs import make_plan, tool_of
+from clusteraccept.plan.commands import tool_of
+from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim.hosts import Part, write_profile
 from clusteraccept.site.load import load_site
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusteraccept.plan.jobs import circle_rounds, cross_block_pairs, greedy_matchings, make_plan
+from clusteraccept.plan.jobs import make_plan
+from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.load import load_site
 
 CONFIGS = Path(__file__).resolve().parents[2] / "site-configs"

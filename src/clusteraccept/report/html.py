@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.families import JUNIT_SUITES
 from clusteraccept.redact import redact_text
 from clusteraccept.render import render
 from clusteraccept.report import svg
@@ -30,7 +31,6 @@ from clusteraccept.report.heatmap import (
 )
 from clusteraccept.report.history import Trend
 from clusteraccept.report.model import (
-    SUITES,
     Digest,
     PairRow,
     banner,
@@ -156,7 +156,7 @@ def failure_groups(failures: Sequence[Mapping[str, Any]], nodes: frozenset[str])
         g["messages"].append(redact_text(v.get("message") or ""))
         if labels.get("size_B"):
             g["sizes"].append(int(labels["size_B"]))
-    rank = {s: i for i, s in enumerate(SUITES)}
+    rank = {s: i for i, s in enumerate(JUNIT_SUITES)}
     return sorted(groups.values(), key=lambda g: (rank.get(g["suite"], 99), g["outcome"] != "fail"))
 
 

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from junit_xml import TestCase, TestSuite
 
-from clusteraccept.report.model import SUITES, Digest, banner, digest
+from clusteraccept.report.model import Digest, banner, digest, in_suite_order
 from clusteraccept.rundir import read_json
 
 JUNIT_XML_MAX = 50_000
@@ -86,7 +86,7 @@ def _by_suite(results: Mapping[str, Any], d: Digest) -> dict[str, list[Mapping[s
         if bucket is None:
             bucket = by[suite] = []
         bucket.append(v)
-    return {s: by[s] for s in (*SUITES, *sorted(set(by) - set(SUITES))) if s in by}
+    return in_suite_order(by)
 
 
 def properties(results: Mapping[str, Any], d: Digest) -> dict[str, str]:

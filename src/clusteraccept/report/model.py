@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from clusteraccept.families import JUDGED, JUNIT_SUITES
 
-SUITES = JUNIT_SUITES  # junit.xml testsuites, in this order
+T = TypeVar("T")
 OUTCOMES = ("pass", "fail", "error", "skip", "waived")
 PAIR_SCOPES = frozenset({"pair_in_block", "pair_cross_block"})
 BLOCK_SCOPES = frozenset({"block", "all", "intra_node"})
@@ -193,8 +193,14 @@ def digest(results: Mapping[str, Any]) -> Digest:
     for (suite, outcome), n in counts.items():
         by_suite.setdefault(suite, Counter())[outcome] = n
         d.total[outcome] += n
-    d.counts = {s: by_suite[s] for s in (*SUITES, *sorted(set(by_suite) - set(SUITES))) if s in by_suite}
+    d.counts = in_suite_order(by_suite)
     return d
+
+
+def in_suite_order(by_suite: Mapping[str, T]) -> dict[str, T]:
+    """``by_suite`` with the families' JUnit suites first, in their order, then any other suite by name."""
+    order = (*JUNIT_SUITES, *sorted(set(by_suite) - set(JUNIT_SUITES)))
+    return {s: by_suite[s] for s in order if s in by_suite}
 
 
 def _suite_fast(v: Mapping[str, Any], labels: Mapping[str, str], nodes: frozenset[str]) -> str:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from lxml import etree
 
+from clusteraccept.families import JUNIT_SUITES
 from clusteraccept.report import junit
-from clusteraccept.report.model import SUITES, digest
+from clusteraccept.report.model import digest
 
 from .conftest import REPO, DemoRun
 
@@ -36,7 +37,7 @@ def test_demo_junit_validates_against_the_jenkins_schema(demo_run: DemoRun) -> N
 def test_one_suite_per_family_one_case_per_verdict(demo_run: DemoRun) -> None:
     root = ET.parse(demo_run.run / "junit.xml").getroot()
     results = demo_run.results
-    assert [ts.get("name") for ts in root] == list(SUITES)
+    assert [ts.get("name") for ts in root] == list(JUNIT_SUITES)
     assert int(root.get("tests", 0)) == len(results["verdicts"])
     by = cases(root)
     assert len(by) == len(results["verdicts"])  # test ids are unique
@@ -125,5 +126,5 @@ def test_pytest_junitxml_still_works_beside_ours(demo_run: DemoRun) -> None:
 
 def test_counts_come_from_the_digest(demo_run: DemoRun) -> None:
     d = digest(demo_run.results)
-    assert set(d.counts) == set(SUITES)
+    assert set(d.counts) == set(JUNIT_SUITES)
     assert sum(d.total.values()) == len(demo_run.results["verdicts"])
