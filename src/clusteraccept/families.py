@@ -28,7 +28,7 @@ FAMILIES = (
     # SHARP: sharp_hello on the nodes, and the SHARP on/off all_reduce rounds of the campaigns.
     Family("sharp", probed=True, judged=True, junit_suites=("sharp",), about="SHARP checks"),
     # Measured by the campaigns' srun steps (plan/), not by the probe job.
-    Family("nccl", probed=False, judged=True, junit_suites=("nccl-pairs", "nccl-blocks"), about="nccl-tests"),
+    Family("nccl", probed=False, judged=True, junit_suites=("nccl-nodes", "nccl-blocks"), about="nccl-tests"),
 )
 
 PROBED = tuple(f.name for f in FAMILIES if f.probed)  # what a probe job may collect (fingerprint first)

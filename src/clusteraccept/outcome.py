@@ -1,24 +1,64 @@
-"""Turning a run's verdicts into one pytest outcome per (check, subject): pure selection + the assertion."""
+"""Turning a run's verdicts into one pytest outcome per item (family x node, family x block;
+:mod:`clusteraccept.judge.items`): pure selection + the assertion."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression  # what -k compiles to; pytest exports no public name for it
 
-from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.judge.items import SHOWN, failure_lines
 
 
-def matching(verdicts: Sequence[Verdict], check: str, subject: str) -> list[Verdict]:
-    """Verdicts of ``check`` on ``subject`` or on its finer parts (``node1-node2:rail3`` -> ``...:1GiB``)."""
-    return [
-        v
-        for v in verdicts
-        if (v.check == check or v.check.startswith(check + "."))
-        and (v.subject == subject or v.subject.startswith(subject + ":"))
-    ]
+@dataclass(frozen=True)
+class ItemNames:
+    """The names pytest's ``-k`` matches an item by, less its own ``func[param]`` name."""
+
+    function: str
+    others: frozenset[str]
+
+
+def compile_keyword(expression: str) -> Expression:
+    try:
+        return Expression.compile(expression)
+    except SyntaxError as exc:  # pytest's ParseError is a SyntaxError subclass in every supported pytest
+        raise pytest.UsageError(f"Wrong expression passed to '-k': {expression}: {exc}") from None
+
+
+def item_names(item: pytest.Item) -> ItemNames:
+    """As pytest's KeywordMatcher.from_item: the chain's names (not the session's or the root dir's), extra
+    keywords, markers."""
+    names = {
+        n.name
+        for n in item.listchain()[:-1]
+        if not isinstance(n, pytest.Session)
+        and not (isinstance(n, pytest.Directory) and isinstance(n.parent, pytest.Session))
+    }
+    names.update(item.listextrakeywords())
+    names.update(m.name for m in item.iter_markers())
+    function = getattr(item, "originalname", item.name)
+    return ItemNames(function, frozenset(n.lower() for n in names if n != item.name))
+
+
+def keyword_matches(expr: Expression, names: ItemNames, subject: str) -> bool:
+    """Whether ``-k`` selects ``subject`` as a test of its own, ``<function>[<subject>]``, would be."""
+    own = f"{names.function}[{subject}]".lower()
+
+    def match(sub: str, /, **kwargs: object) -> bool:
+        sub = sub.lower()
+        return sub in own or any(sub in n for n in names.others)
+
+    return bool(expr.evaluate(match))
+
+
+def picked_parts(item: pytest.Item, expr: Expression, parts: Sequence[str]) -> frozenset[str]:
+    """The parts of ``item`` (judge/items.py) that ``-k`` selects."""
+    names = item_names(item)
+    return frozenset(p for p in parts if keyword_matches(expr, names, p))
 
 
 def missing_reason(jobs: Sequence[Mapping[str, Any]], subject: str) -> str | None:
@@ -33,49 +73,52 @@ def missing_reason(jobs: Sequence[Mapping[str, Any]], subject: str) -> str | Non
 
 @dataclass
 class Judged:
-    """What a suite test gets: the verdicts of its (check, subject) and one assertion over them."""
+    """What a suite test gets: the verdicts of its item and one assertion over them.
 
-    check: str
+    ``verdicts`` are results.json dicts; ``evidence`` the failing pair results that involve the item's node
+    (``evidence_n`` of them in all): quoted when the item fails, never its reason to fail."""
+
+    family: str
     subject: str
-    verdicts: list[Verdict]
+    verdicts: list[Mapping[str, Any]]
     jobs: Sequence[Mapping[str, Any]]
     dry_run: bool
     record: Callable[[str, object], None]
     # --only-due: this subject is outside the run's scope, and why (the attestation it still holds)
     not_due: str | None = None
+    evidence: Sequence[Mapping[str, Any]] = ()
+    evidence_n: int = 0
 
     def assert_accepted(self) -> None:
         if self.dry_run:
             pytest.skip("--dry-run: job scripts written to the run's jobs/, nothing submitted")
-        found_bad = any(v.outcome in (Outcome.FAIL, Outcome.ERROR) for v in self.verdicts)
-        if self.not_due is not None and not found_bad:
+        counts = Counter(v["outcome"] for v in self.verdicts)
+        bad = [v for v in self.verdicts if v["outcome"] in ("fail", "error")]
+        if self.not_due is not None and not bad:
             # Not tested by this run: neither a pass nor a missing verdict. A failure the due steps found on
             # it anyway (localization blaming a partner of a due node) still fails: it is never hidden.
             pytest.skip(self.not_due)
-        for v in self.verdicts:
-            prefix = f"{v.check}[{v.subject}]"
-            if v.value is not None:
-                self.record(f"{prefix}.measured", v.value)
-            if v.ref is not None:
-                self.record(f"{prefix}.ref", v.ref)
-            if v.lower is not None or v.upper is not None:
-                self.record(f"{prefix}.bounds", f"[{v.lower}, {v.upper}] {v.unit}".strip())
-            if v.evidence:
-                self.record(f"{prefix}.evidence", " ".join(v.evidence))
+        self.record("verdicts", " ".join(f"{o}={n}" for o, n in sorted(counts.items())))
+        for v in bad[:SHOWN]:
+            prefix = f"{v['check']}[{v['subject']}]"
+            if v.get("value") is not None:
+                self.record(f"{prefix}.measured", v["value"])
+            if v.get("ref") is not None:
+                self.record(f"{prefix}.ref", v["ref"])
+            if v.get("evidence"):
+                self.record(f"{prefix}.evidence", " ".join(v["evidence"]))
         if not self.verdicts:
             reason = missing_reason(self.jobs, self.subject)
             pytest.fail(
-                f"ERROR: no verdict for {self.check}[{self.subject}]: "
+                f"ERROR: no verdict for {self.family}[{self.subject}]: "
                 f"{reason or 'no evidence came back for this subject'}",
                 pytrace=False,
             )
-        by = {o: [v for v in self.verdicts if v.outcome is o] for o in Outcome}
-        bad = by[Outcome.FAIL] + by[Outcome.ERROR]
         if bad:
-            lines = [("ERROR: " if v.outcome is Outcome.ERROR else "") + v.message for v in bad]
+            lines = failure_lines(self.verdicts, self.subject, self.evidence, self.evidence_n)
             pytest.fail("\n".join(lines), pytrace=False)
-        if by[Outcome.PASS]:
+        if counts["pass"]:
             return
-        if by[Outcome.WAIVED]:
-            pytest.xfail("; ".join(v.message for v in by[Outcome.WAIVED]))
-        pytest.skip("; ".join(dict.fromkeys(v.message for v in by[Outcome.SKIP])))
+        if counts["waived"]:
+            pytest.xfail("; ".join(v.get("message") or "" for v in self.verdicts if v["outcome"] == "waived"))
+        pytest.skip("; ".join(dict.fromkeys(v.get("message") or "" for v in self.verdicts)))

@@ -19,10 +19,18 @@ import pytest
 from clusteraccept import flow
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.families import FAMILIES
-from clusteraccept.judge.verdicts import Verdict
+from clusteraccept.judge.items import Items, group, parts, selected
 from clusteraccept.ops import scope as due_scope
-from clusteraccept.outcome import Judged, matching
-from clusteraccept.plan.subjects import rail_steps, subjects
+from clusteraccept.outcome import (
+    ItemNames,
+    Judged,
+    compile_keyword,
+    item_names,
+    keyword_matches,
+    picked_parts,
+)
+from clusteraccept.plan.jobs import make_plan
+from clusteraccept.plan.subjects import item_subjects, not_applicable, pick_steps, rail_steps, subjects
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import locked, make_run_dir, new_run_id, read_json
 from clusteraccept.site.load import load_site
@@ -32,11 +40,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 MARK = "ca_check"
 
 
-def check(name: str, *, family: str, per: str) -> Callable[[F], F]:
-    """Declare a suite test as the pytest face of check ``name``, one test per subject of kind ``per``."""
+def check(name: str, *, family: str, per: str, parts: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """Declare a suite test as the pytest face of check family ``name``: one test per node or per block
+    (``per``), judging every verdict of the family on it. ``parts``: the finer subjects (``gpu``, ``rail``)
+    its verdicts name, which ``-k`` selects as if each were a test of its own (``-k rail3``)."""
 
     def deco(fn: F) -> F:
-        marked: F = getattr(pytest.mark, family)(pytest.mark.ca_check(name, family=family, per=per)(fn))
+        mark = pytest.mark.ca_check(name, family=family, per=per, parts=parts)
+        marked: F = getattr(pytest.mark, family)(mark(fn))
         return marked
 
     return deco
@@ -54,7 +65,9 @@ class State:
     nccl: bool = False
     subjects: frozenset[str] | None = None
     results: dict[str, Any] | None = None
-    verdicts: list[Verdict] = field(default_factory=list)
+    items: Items = field(default_factory=Items)  # the run's verdicts by item, made once per process
+    step_names: dict[str, ItemNames] = field(default_factory=dict)  # -k: the names a step matches as
+    keyword: str = ""  # the -k expression, applied per part (selection.py)
     resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
     resume_token: str | None = None  # one resume per session, shared by xdist workers
     ops_lines: list[str] = field(default_factory=list)  # what ops did after the run (drain), for the summary
@@ -95,6 +108,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="RUN_DIR",
         help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing",
+    )
+    g.addoption(
+        "--nodes",
+        default=None,
+        metavar="HOSTLIST",
+        help="only these nodes (a Slurm hostlist, exact names: -k node7 also matches node70): their items, "
+        "their pair and intra-node steps; no block items",
     )
     # --- reports (clusteraccept.report) ---
     g.addoption("--signoff-name", default=None, help="who signs the report (recorded in results.json)")
@@ -210,33 +230,106 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if mark is None or "subject" not in metafunc.fixturenames:
         return
     site = metafunc.config.stash[STATE].site
-    subs = subjects(site, mark.kwargs["per"]) if site is not None else []
+    subs = item_subjects(site, mark.kwargs["per"]) if site is not None else []
     metafunc.parametrize("subject", subs, ids=subs)
 
 
+PARTS = pytest.StashKey[frozenset[str]]()  # the parts of an item -k picked (absent: all of them)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -k, which this replaces for the suites' items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[STATE]
-    if state.site is None and any(i.get_closest_marker(MARK) for i in items):
-        available = sorted(p.stem for p in _configs_dir(config).glob("*.yaml"))
-        raise pytest.UsageError(f"suites/ need --site NAME (available: {', '.join(available)})")
+    marked = [i for i in items if i.get_closest_marker(MARK)]
+    if state.site is None:
+        if marked:
+            available = sorted(p.stem for p in _configs_dir(config).glob("*.yaml"))
+            raise pytest.UsageError(f"suites/ need --site NAME (available: {', '.join(available)})")
+        return
+    site = state.site
+    keep: list[pytest.Item] = []
+    gone: list[pytest.Item] = []
+    nodes = _nodes_option(config, site)
+    state.keyword = config.option.keyword.strip()
+    expr = compile_keyword(state.keyword) if state.keyword else None
+    for item in items:
+        mark = item.get_closest_marker(MARK)
+        if mark is None:
+            keep.append(item)
+            continue
+        per, subject = mark.kwargs["per"], item.callspec.params["subject"]  # type: ignore[attr-defined]
+        if not_applicable(site, mark.kwargs["family"]) is not None:
+            gone.append(item)  # no RoCE items on an IB site: nothing to judge, nothing to skip
+            continue
+        if nodes is not None and (per != "node" or subject not in nodes):
+            gone.append(item)
+            continue
+        if mark.kwargs["family"] == "nccl":  # what a step matches -k as: its item's names, its own subject
+            state.step_names.setdefault(per, item_names(item))
+        if expr is None:
+            keep.append(item)
+            continue
+        rails = [r.index for r in site.node_type(subject).rails] if per == "node" else []
+        gpus = site.node_type(subject).gpus if per == "node" else 0
+        picked = picked_parts(item, expr, parts(subject, per, mark.kwargs["parts"], gpus, rails))
+        if picked:
+            item.stash[PARTS] = picked
+            keep.append(item)
+        else:
+            gone.append(item)
+    if expr is not None:
+        config.option.keyword = ""  # applied above, per part; pytest's own pass would drop every item
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = keep
+
+
+def _nodes_option(config: pytest.Config, site: Site) -> frozenset[str] | None:
+    """--nodes HOSTLIST: exact node names (``-k node7`` also matches node70)."""
+    value = config.getoption("--nodes")
+    if not value:
+        return None
+    from hostlist import expand_hostlist
+
+    try:
+        wanted = frozenset(expand_hostlist(value))
+    except Exception as exc:  # hostlist.BadHostlist
+        raise pytest.UsageError(
+            f"--nodes {value!r}: expected a Slurm hostlist (node[01-04]), got {exc}"
+        ) from None
+    unknown = sorted(wanted - set(site.nodes))
+    if unknown:
+        raise pytest.UsageError(f"--nodes: {', '.join(unknown[:5])} not in {site.file} nodes")
+    return wanted
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What the selected tests need decides what is submitted (``-k rail3`` submits only rail 3)."""
     state = session.config.stash[STATE]
-    marks = [(i.get_closest_marker(MARK), i) for i in session.items]
-    selected = [(m, i) for m, i in marks if m is not None]
+    selected = [(m, i) for i in session.items if (m := i.get_closest_marker(MARK)) is not None]
     state.families = tuple(
         dict.fromkeys(m.kwargs["family"] for m, _ in selected if m.kwargs["family"] != "nccl")
     )
-    nccl_items = [i for m, i in selected if m.kwargs["family"] == "nccl"]
+    nccl_items = [(m, i) for m, i in selected if m.kwargs["family"] == "nccl"]
     state.nccl = bool(nccl_items)
-    if state.site is not None and nccl_items:
-        picked = frozenset(i.callspec.params["subject"] for i in nccl_items if hasattr(i, "callspec"))
-        pairs = subjects(state.site, "pair_rail")
-        wanted = picked | rail_steps(pairs, picked)  # nccl.link_errors[node:railK] needs that rail's pairs
-        every = frozenset(pairs + subjects(state.site, "intra_node") + subjects(state.site, "block"))
-        state.subjects = None if every <= wanted else wanted
+    nodes = _nodes_option(session.config, state.site) if state.site is not None else None
+    if state.site is None or not nccl_items or (not state.keyword and nodes is None):
+        return
+    kinds = {m.kwargs["per"] for m, _ in nccl_items}
+    expr = compile_keyword(state.keyword) if state.keyword else None
+    picked = frozenset(p for _, i in nccl_items for p in i.stash.get(PARTS, frozenset()))
+
+    def keep(per: str, subject: str, step_nodes: tuple[str, ...]) -> bool:
+        if per not in kinds or (nodes is not None and (per != "node" or not nodes & set(step_nodes))):
+            return False
+        return expr is None or keyword_matches(expr, state.step_names[per], subject)
+
+    plan = make_plan(state.site, families=())
+    wanted = pick_steps(plan, keep)
+    # nccl.link_errors[node:railK] is judged over that rail's pair traffic: -k node07:rail3 needs its pairs
+    wanted |= rail_steps(subjects(state.site, "pair_rail", plan), picked)
+    every = {s.subject for s in plan.steps() if s.family == "nccl"}
+    state.subjects = None if every <= wanted else wanted
 
 
 def _results(config: pytest.Config) -> dict[str, Any]:
@@ -275,7 +368,8 @@ def _results(config: pytest.Config) -> dict[str, Any]:
                         scope=_decide_scope(state),
                     )
                 )
-    state.verdicts = [Verdict.from_dict(v) for v in state.results.get("verdicts", [])]
+    site = state.site
+    state.items = group(state.results.get("verdicts", []), site.nodes, item_subjects(site, "block"))
     if state.scope is None:  # the processes that did not decide it (xdist workers, --rejudge, --resume)
         state.scope = due_scope.of_results(state.site, state.results, state.run_dir.parent)
     return state.results
@@ -310,20 +404,24 @@ def ca_run_dir(pytestconfig: pytest.Config, ca_site: Site) -> Path:
 def judged(
     request: pytest.FixtureRequest, record_property: Callable[[str, object], None], ca_site: Site
 ) -> Judged:
-    """The verdicts of this test's (check, subject), with ``assert_accepted()``."""
+    """The verdicts of this test's item (family x node or block), with ``assert_accepted()``."""
     mark = request.node.get_closest_marker(MARK)
     assert mark is not None, "use @check(...) on suite tests"
     results = _results(request.config)
     state = request.config.stash[STATE]
     subject = request.node.callspec.params["subject"]
+    family, per = mark.kwargs["family"], mark.kwargs["per"]
+    verdicts = selected(state.items.of(family, per, subject), request.node.stash.get(PARTS, None))
     return Judged(
-        mark.args[0],
+        family,
         subject,
-        matching(state.verdicts, mark.args[0], subject),
+        verdicts,
         results.get("jobs", []),
         bool(results.get("dry_run")),
         record_property,
-        state.scope.skip_reason(mark.kwargs["per"], subject) if state.scope is not None else None,
+        state.scope.skip_reason(per, subject) if state.scope is not None else None,
+        evidence=state.items.evidence.get(subject, ()) if family == "nccl" and per == "node" else (),
+        evidence_n=state.items.evidence_n.get(subject, 0) if family == "nccl" and per == "node" else 0,
     )
 
 

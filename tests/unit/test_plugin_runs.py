@@ -38,24 +38,39 @@ def only_run(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def rail5_run(run_pytest: PytestRunner, tmp_path_factory: pytest.TempPathFactory) -> tuple[PytestRun, Path]:
-    """One run of the rail-5 busbw tests, shared: -k selects, then --rejudge re-judges a copy of it."""
+    """One run of the rail-5 node tests, shared: -k selects, then --rejudge re-judges a copy of it."""
     tmp = tmp_path_factory.mktemp("rail5")
-    return pytest_run(run_pytest, tmp, "suites/test_nccl_pairs.py", "-k", "rail5 and busbw"), tmp
+    return pytest_run(run_pytest, tmp, "suites/test_nccl_nodes.py", "-k", "rail5", "-rA"), tmp
 
 
 def test_k_selects_and_submits_only_that_rail(rail5_run: tuple[PytestRun, Path]) -> None:
     proc, tmp_path = rail5_run
     assert proc.returncode == 1, proc.stdout[-2000:]  # rail 5 of node3 is the injected fault
-    assert "2 failed, 2 passed" in proc.stdout, proc.stdout[-1500:]
+    # one item per node: node3 (the culprit) fails; node2 and node4, slow only with node3, do not; node2's
+    # rail-1 link errors (another injected fault) are not rail 5's and are not judged by this selection
+    assert "1 failed, 3 passed" in proc.stdout, proc.stdout[-1500:]
+    assert "FAILED suites/test_nccl_nodes.py::test_nccl_node[node3]" in proc.stdout
+    assert "PASSED suites/test_nccl_nodes.py::test_nccl_node[node2]" in proc.stdout
     results = json.loads((only_run(tmp_path) / "results.json").read_text())
     subjects = {v["subject"].split(":sendrecv")[0] for v in results["verdicts"] if v["check"] == "nccl.busbw"}
     assert subjects == {"node1-node2:rail5", "node3-node4:rail5", "node1-node4:rail5", "node2-node3:rail5"}
 
 
+def test_nodes_selects_exact_names_and_submits_their_pairs(run_pytest: PytestRunner, tmp_path: Path) -> None:
+    proc = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node[1]", "-k", "rail0")
+    assert "1 passed" in proc.stdout, proc.stdout[-1500:]
+    results = json.loads((only_run(tmp_path) / "results.json").read_text())
+    pairs = {v["subject"].split(":sendrecv")[0] for v in results["verdicts"] if v["check"] == "nccl.launch"}
+    assert pairs == {"node1-node2:rail0", "node1-node4:rail0"}  # node1's in-block and cross-block partner
+    bad = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node9", "--dry-run")
+    assert bad.returncode != 0 and "--nodes: node9 not in" in bad.stdout + bad.stderr
+
+
 def test_xdist_workers_share_one_submission(run_pytest: PytestRunner, tmp_path: Path) -> None:
-    suites = ("suites/test_nccl_pairs.py", "suites/test_nccl_blocks.py")
+    suites = ("suites/test_nccl_nodes.py", "suites/test_nccl_blocks.py")
     proc = pytest_run(run_pytest, tmp_path, *suites, "-n", "2")
-    assert "6 failed, 111 passed" in proc.stdout, proc.stdout[-2000:]  # + nccl.link_errors per rail
+    # node2 (rail-1 link errors), node3 (slow rail 5), leaf2 and the whole set (slow block collectives)
+    assert "4 failed, 3 passed" in proc.stdout, proc.stdout[-2000:]
     run = only_run(tmp_path)
     # every planned job submitted exactly once for the whole run (not once per worker)
     for job in ("campaign-leaf1", "campaign-leaf2", "campaign-cross"):
@@ -91,8 +106,11 @@ def test_rejudge_with_changed_baseline(
         )
     )
     again = run_pytest(
-        f"--site={lenient}", f"--rejudge={run}", "suites/test_nccl_pairs.py", "-k", "busbw and rail5"
+        f"--site={lenient}", f"--rejudge={run}", "suites/test_nccl_nodes.py", "-k", "rail5", "-rA"
     )
-    # in-block node3-node4 now passes against the lenient baseline; the cross-block pair still fails
-    assert "1 failed, 3 passed" in again.stdout, again.stdout[-2000:]
+    # in-block node3-node4 now passes against the lenient baseline; the cross-block pair node2-node3 alone
+    # still fails: one slow result cannot tell its ends apart, so localization blames their cable (both ends)
+    assert "2 failed, 2 passed" in again.stdout, again.stdout[-2000:]
+    assert "FAILED suites/test_nccl_nodes.py::test_nccl_node[node2]" in again.stdout
+    assert "only node2-node3 on rail 5 is slow" in again.stdout
     assert not (run / "submitit" / "campaign-leaf1").exists() or len(list((run / "submitit").iterdir())) == 3

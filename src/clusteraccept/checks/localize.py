@@ -2,11 +2,13 @@
 explains the slow results — never average an outlier away. Pure (pandas in, Culprits out).
 
 A frame has one row per (pair, rail, collective) at its bandwidth-bound size, with columns
-``a, b, rail, block_a, block_b, scope, collective, busbw_GBps, ref_GBps, slow`` (slow: judged FAIL).
+``a, b, rail, block_a, block_b, scope, collective, busbw_GBps, ref_GBps, slow`` (slow: judged FAIL, or the
+step failed its launch checks or timed out: a dead node fails with every partner, blamed as a slow one).
 
 Rules, most specific evidence first, each slow row explained at most once:
 1. node rail: every partner of node n on rail k is slow (>= ``min_partners`` distinct partners) while
-   n has healthy results on some other rail -> ``n:railk``;
+   n has healthy results on some other rail (or, when only rail k was measured, its partners are healthy
+   with others on it) -> ``n:railk``;
 2. node: n is a node-rail culprit on at least half of its rails, or slow with every partner on every
    rail -> ``n``;
 3. leaf uplink: among the slow cross-block rows not explained above, a block whose cross-block rows are
@@ -97,10 +99,22 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
         for rail in bad_rails:
             on_rail = mine[mine["rail"] == rail]
             keys = tuple(sorted(set(on_rail["key"])))
+            partners = sorted(set(on_rail["partner"]))
             healthy = tuple(sorted(set(mine.loc[(mine["rail"] != rail) & ~mine["slow"], "key"])))[:8]
+            why = "its other rails are healthy"
+            if not healthy and not (long["rail"] != rail).any():
+                # only this rail was measured (-k rail5): its partners, healthy with everyone else on it,
+                # exonerate themselves; whether the rest of the node is sound this run cannot say
+                exonerating = long[
+                    (long["rail"] == rail)
+                    & long["node"].isin(partners)
+                    & (long["partner"] != node)
+                    & ~long["slow"]
+                ]
+                healthy = tuple(sorted(set(exonerating["key"])))[:8]
+                why = "its partners are healthy with their other partners (only this rail was measured)"
             if not healthy:
                 continue  # nothing exonerates its other rails: leave it to the node/uplink rules
-            partners = sorted(set(on_rail["partner"]))
             culprits.append(
                 Culprit(
                     "rail",
@@ -108,8 +122,7 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
                     (node,),
                     keys,
                     healthy,
-                    f"{node} rail {rail} is slow with every partner ({', '.join(partners)}) "
-                    f"and its other rails are healthy",
+                    f"{node} rail {rail} is slow with every partner ({', '.join(partners)}) and {why}",
                 )
             )
             explained.update(keys)

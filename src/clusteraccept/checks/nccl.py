@@ -13,6 +13,7 @@ Verdicts:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -61,16 +62,16 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     subject = f"{meta['subject']}:{meta['collective']}"
     evid = (path,)
     if meta.get("killed_with_job") and ev.returncode != 0:  # spool.mark_killed
-        return [
-            error(
-                "nccl.launch",
-                FAMILY,
-                subject,
-                f"not tested: the step ended with its Slurm job ({meta['killed_with_job']}) before it "
-                "finished; that says nothing about the hardware (--resume RUN_DIR reruns it)",
-                evid,
-            )
-        ], []
+        killed = error(
+            "nccl.launch",
+            FAMILY,
+            subject,
+            f"not tested: the step ended with its Slurm job ({meta['killed_with_job']}) before it "
+            "finished; that says nothing about the hardware (--resume RUN_DIR reruns it)",
+            evid,
+        )
+        # neither node was tested by it: their items say so (judge/items.py), localization does not blame
+        return [replace(killed, labels={"untested": "killed_with_job"})], []
     if ev.returncode is None:
         return [
             error(
@@ -81,7 +82,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
                 evid,
             )
-        ], []
+        ], _failed_row(meta)
     fallback = ev.source == "torch-nccl"
     try:
         result = (
@@ -97,7 +98,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 f"could not parse {ev.source} output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
                 evid,
             )
-        ], []
+        ], _failed_row(meta)
     gpus = site.node_type(_expected_hosts(meta)[0]).gpus
     nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
     findings = launch_checks(
@@ -125,7 +126,9 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     ]
     rows: list[dict[str, Any]] = []
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
-        return verdicts, rows  # the numbers are not what they claim to be: judging them would mislead
+        return verdicts, _failed_row(
+            meta
+        )  # the numbers are not what they claim to be: judging them would mislead
     rail = f".rail{meta['rail']}" if meta.get("rail") else ""
     for row in result.rows:
         size = format_size(row.size_B)
@@ -164,10 +167,30 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 "size_B": row.size_B,
                 "busbw_GBps": value,
                 "ref_GBps": reference.ref if reference else None,
-                "slow": v.outcome is Outcome.FAIL,
+                "slow": v.outcome is Outcome.FAIL or bool(bad),  # a failed launch counts against the pair
             }
         )
-    return verdicts, rows
+    return verdicts, rows or (_failed_row(meta) if bad else [])
+
+
+def _failed_row(meta: dict[str, str]) -> list[dict[str, Any]]:
+    """A pair step that failed to launch or to produce numbers, as a slow row of the localization frame: a
+    node that fails with every partner is the culprit, its partners are not (checks/localize.py)."""
+    if meta.get("kind") != "pair":
+        return []
+    return [
+        {
+            "kind": "pair",
+            "scope": meta["scope"],
+            "collective": meta["collective"],
+            "nodes": _expected_hosts(meta),
+            "rail": meta.get("rail"),
+            "size_B": 0,
+            "busbw_GBps": float("nan"),
+            "ref_GBps": None,
+            "slow": True,
+        }
+    ]
 
 
 def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusteraccept.flow import only_due
+from clusteraccept.judge.items import split_pair
 from clusteraccept.ops.attest import Attestation, Due, attestations, load_runs, site_due
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step
-from clusteraccept.report.model import NOTHING_DUE, not_planned_reason, split_pair
+from clusteraccept.report.model import NOTHING_DUE, not_planned_reason
 from clusteraccept.site.model import Site
 
 if TYPE_CHECKING:

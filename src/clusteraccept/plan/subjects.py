@@ -6,7 +6,9 @@ verdicts with the same strings.
 
 from __future__ import annotations
 
-from clusteraccept.plan.jobs import make_plan
+from collections.abc import Callable
+
+from clusteraccept.plan.jobs import Plan, make_plan
 from clusteraccept.site.model import Site
 
 PER = ("node", "gpu", "rail", "pair_rail", "intra_node", "block")
@@ -39,15 +41,46 @@ def rail_steps(pairs: list[str], picked: frozenset[str]) -> frozenset[str]:
     )
 
 
-def subjects(site: Site, per: str) -> list[str]:
+def item_subjects(site: Site, per: str) -> list[str]:
+    """The subjects of the pytest items (judge/items.py): every node, or every block and the whole set."""
+    if per == "node":
+        return list(site.nodes)
+    if per == "block":
+        return list(dict.fromkeys([*site.blocks, "all"]))
+    raise ValueError(f"unknown item kind {per!r}; known: node, block")
+
+
+def not_applicable(site: Site, family: str) -> str | None:
+    """Why a family has no items on this site (None: it applies)."""
+    if family == "roce" and site.roce is None:
+        return f"{site.name} has no roce: section (not a RoCE fabric)"
+    if family == "sharp" and not site.sharp.enabled:
+        return f"SHARP is not enabled on {site.name} (sharp.enabled)"
+    return None
+
+
+def pick_steps(plan: Plan, keep: Callable[[str, str, tuple[str, ...]], bool]) -> frozenset[str]:
+    """The nccl step subjects ``keep(per, subject, nodes)`` keeps; ``per`` is the kind of item that judges
+    the step (``node``: pair and intra-node steps, through the nodes' items; ``block``: block steps)."""
+    out: set[str] = set()
+    seen: set[str] = set()
+    for step in plan.steps():
+        if step.family != "nccl" or step.subject in seen:
+            continue
+        seen.add(step.subject)
+        if keep("block" if step.kind == "block" else "node", step.subject, step.nodes):
+            out.add(step.subject)
+    return frozenset(out)
+
+
+def subjects(site: Site, per: str, plan: Plan | None = None) -> list[str]:
     if per == "node":
         return list(site.nodes)
     if per == "gpu":
         return [gpu_subject(n, g) for n in site.nodes for g in range(site.node_type(n).gpus)]
     if per == "rail":
         return [rail_subject(n, r.index) for n in site.nodes for r in site.node_type(n).rails]
-    plan = make_plan(site, families=())
-    steps = plan.steps()
+    steps = (plan or make_plan(site, families=())).steps()
     if per == "pair_rail":
         return list(dict.fromkeys(s.subject for s in steps if s.kind == "pair"))
     if per == "intra_node":

@@ -1,5 +1,8 @@
-"""junit.xml from results.json: one testsuite per check family (nccl split into nccl-pairs and nccl-blocks,
-as suites/ split it), one testcase per verdict named ``<check>[<subject>]``.
+"""junit.xml from results.json: one testsuite per check family (nccl split into nccl-nodes and nccl-blocks,
+as suites/ split it), one testcase per item (judge/items.py: a family on a node or a block), named
+``<family>[<subject>]``, as the pytest items are. A failing item's message holds the verdicts behind it
+(and a node's failing pair results, its evidence); every verdict stays in results.json and report.html.
+At 16,384 nodes that is ~65,000 testcases, where one per verdict was millions (157 MB at 4,096 nodes).
 
 Validated against the Jenkins JUnit schema (tests/data/junit/jenkins-junit.xsd, the junit5 project's copy
 of Jenkins' dtkit junit-4.xsd): a FAIL is a ``<failure>`` carrying the verdict message, an ERROR an
@@ -12,9 +15,9 @@ say the same of ``record_property`` under xunit2), so each testcase's measured /
 evidence are ``name=value`` lines of its ``<system-out>``, which Jenkins and GitLab show with the test; the
 run's facts (site, run id, banner, baselines hash...) are each suite's ``<properties>``.
 
-Written with junit-xml up to JUNIT_XML_MAX verdicts. junit-xml builds the whole tree and cleans the whole
-string at the end (21 s for 500k testcases on the 2-core CI box), so a larger run (4,096 nodes: ~10^6
-verdicts) is streamed by :func:`_stream` into the same document (tests check both agree).
+Written with junit-xml up to JUNIT_XML_MAX testcases. junit-xml builds the whole tree and cleans the whole
+string at the end (21 s for 500k testcases on the 2-core CI box), so a larger run is streamed by
+:func:`_stream` into the same document (tests check both agree).
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from __future__ import annotations
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from junit_xml import TestCase, TestSuite
 
-from clusteraccept.report.model import Digest, banner, digest, in_suite_order
+from clusteraccept.judge.items import NODE, SHOWN, Items, failure_lines, group, outcome_of
+from clusteraccept.report.model import Digest, banner, digest, in_suite_order, known_nodes
 from clusteraccept.rundir import read_json
 
 JUNIT_XML_MAX = 50_000
@@ -57,7 +63,7 @@ def _attr(s: str) -> str:
 
 
 def system_out(v: Mapping[str, Any]) -> str:
-    """The verdict's numbers and evidence as ``name=value`` lines (hot: once per verdict)."""
+    """The verdict's numbers and evidence as ``name=value`` lines."""
     out = ""
     value, ref, lo, hi = v.get("value"), v.get("ref"), v.get("lower"), v.get("upper")
     if value is not None:
@@ -79,13 +85,42 @@ def system_out(v: Mapping[str, Any]) -> str:
     return out[:-1]
 
 
-def _by_suite(results: Mapping[str, Any], d: Digest) -> dict[str, list[Mapping[str, Any]]]:
-    by: dict[str, list[Mapping[str, Any]]] = {}
-    for v, suite in zip(results.get("verdicts", []), d.suites, strict=True):
-        bucket = by.get(suite)
-        if bucket is None:
-            bucket = by[suite] = []
-        bucket.append(v)
+@dataclass(frozen=True)
+class Case:
+    """One testcase: an item's outcome, its failure message and its ``system-out``."""
+
+    name: str
+    outcome: str
+    message: str
+    out: str
+
+
+def _case(family: str, subject: str, vs: list[Mapping[str, Any]], items: Items) -> Case:
+    outcome = outcome_of(vs)
+    counts = Counter(v["outcome"] for v in vs)
+    out = "verdicts=" + " ".join(f"{o}={n}" for o, n in sorted(counts.items()))
+    message = ""
+    if outcome in ("fail", "error"):
+        ev, n = items.evidence.get(subject, ()), items.evidence_n.get(subject, 0)
+        message = "\n".join(
+            failure_lines(vs, subject, ev, n) if family == "nccl" else failure_lines(vs, subject)
+        )
+        bad = [v for v in vs if v["outcome"] in ("fail", "error")][:SHOWN]
+        out += "".join(f"\n[{v['check']}[{v['subject']}]]\n{system_out(v)}" for v in bad)
+    elif outcome in ("skip", "waived"):
+        message = "; ".join(dict.fromkeys(v.get("message") or "" for v in vs if v["outcome"] == outcome))
+    return Case(f"{family}[{subject}]", outcome, message, out)
+
+
+def cases(results: Mapping[str, Any]) -> dict[str, list[Case]]:
+    """The run's items as testcases, by suite, in the families' order."""
+    nodes = list(results.get("nodes") or known_nodes(results))
+    blocks = [*(results.get("blocks") or {}), "all"]
+    items = group(results.get("verdicts", []), nodes, blocks)
+    by: dict[str, list[Case]] = {}
+    for (family, per, subject), vs in items.owned.items():
+        suite = family if family != "nccl" else ("nccl-nodes" if per == NODE else "nccl-blocks")
+        by.setdefault(suite, []).append(_case(family, subject, vs, items))
     return in_suite_order(by)
 
 
@@ -106,25 +141,23 @@ def properties(results: Mapping[str, Any], d: Digest) -> dict[str, str]:
     return {k: _clean(str(v)) for k, v in props.items() if v not in (None, "")}
 
 
-def _junit_xml(results: Mapping[str, Any], d: Digest) -> str:
-    """The document through junit-xml's model (runs up to JUNIT_XML_MAX verdicts)."""
+def _junit_xml(results: Mapping[str, Any], d: Digest, per: Mapping[str, list[Case]]) -> str:
+    """The document through junit-xml's model (runs up to JUNIT_XML_MAX testcases)."""
     props, stamp = properties(results, d), str(results.get("started") or "")
     root = ET.Element("testsuites")
     totals = {"disabled": 0, "errors": 0, "failures": 0, "tests": 0}
-    for suite, vs in _by_suite(results, d).items():
+    for suite, cs in per.items():
         tcs = []
-        for v in vs:
-            out = _clean(system_out(v))
-            name = _clean(f"{v['check']}[{v['subject']}]")
-            tc = TestCase(name, classname=f"clusteraccept.{suite}", stdout=out or None)
-            outcome, message = v["outcome"], _clean(v.get("message") or "")
-            if outcome == "fail":
+        for c in cs:
+            tc = TestCase(_clean(c.name), classname=f"clusteraccept.{suite}", stdout=_clean(c.out) or None)
+            message = _clean(c.message)
+            if c.outcome == "fail":
                 tc.add_failure_info(message=message)
-            elif outcome == "error":
+            elif c.outcome == "error":
                 tc.add_error_info(message=message)
-            elif outcome == "skip":
+            elif c.outcome == "skip":
                 tc.add_skipped_info(output=message)
-            elif outcome == "waived":
+            elif c.outcome == "waived":
                 tc.add_skipped_info(output=f"waived: {message}")
             tcs.append(tc)
         el = TestSuite(suite, tcs, properties=props, timestamp=stamp or None).build_xml_doc(encoding="utf-8")
@@ -139,50 +172,48 @@ def _junit_xml(results: Mapping[str, Any], d: Digest) -> str:
     return '<?xml version="1.0" ?>\n' + ET.tostring(root, encoding="unicode")
 
 
-def _stream(results: Mapping[str, Any], d: Digest, out: IO[str]) -> None:
+def _stream(results: Mapping[str, Any], d: Digest, per: Mapping[str, list[Case]], out: IO[str]) -> None:
     """The same document as :func:`_junit_xml` (elements, attributes, counts), written as it goes."""
-    per = _by_suite(results, d)
     props = "".join(
         f"<property name={_attr(k)} value={_attr(v)} />" for k, v in properties(results, d).items()
     )
     stamp = str(results.get("started") or "")
+    counts = {s: Counter(c.outcome for c in cs) for s, cs in per.items()}
     totals = {"disabled": 0, "errors": 0, "failures": 0, "tests": 0}
-    for suite, vs in per.items():
-        c: Mapping[str, int] = d.counts.get(suite) or {}
-        totals["errors"] += c.get("error", 0)
-        totals["failures"] += c.get("fail", 0)
-        totals["tests"] += len(vs)
+    for suite, cs in per.items():
+        totals["errors"] += counts[suite]["error"]
+        totals["failures"] += counts[suite]["fail"]
+        totals["tests"] += len(cs)
     out.write('<?xml version="1.0" ?>\n<testsuites ' + " ".join(f'{k}="{v}"' for k, v in totals.items()))
     out.write(' time="0.0">')
-    for suite, vs in per.items():
-        c = d.counts.get(suite) or {}
-        skipped = c.get("skip", 0) + c.get("waived", 0)
+    for suite, cs in per.items():
+        c = counts[suite]
+        skipped = c["skip"] + c["waived"]
         ts = f" timestamp={_attr(stamp)}" if stamp else ""
         out.write(
-            f'<testsuite disabled="0" errors="{c.get("error", 0)}" failures="{c.get("fail", 0)}" '
-            f'name={_attr(suite)} skipped="{skipped}" tests="{len(vs)}" time="0"{ts}>'
+            f'<testsuite disabled="0" errors="{c["error"]}" failures="{c["fail"]}" '
+            f'name={_attr(suite)} skipped="{skipped}" tests="{len(cs)}" time="0"{ts}>'
         )
         if props:
             out.write(f"<properties>{props}</properties>")
         classname = _attr(f"clusteraccept.{suite}")
         buf: list[str] = []
-        for v in vs:
-            outcome = v["outcome"]
-            head = f"<testcase name={_attr(v['check'] + '[' + v['subject'] + ']')} classname={classname}"
-            so = system_out(v)
-            child = _CHILD.get(outcome)
-            if child is None and not so:
+        for case in cs:
+            head = f"<testcase name={_attr(case.name)} classname={classname}"
+            child = _CHILD.get(case.outcome)
+            if child is None and not case.out:
                 buf.append(head + " />")
             else:
                 body = ""
                 if child:
-                    msg = v.get("message") or ""
+                    msg = case.message
                     if child == "skipped":
-                        body = f"<skipped>{_text('waived: ' + msg if outcome == 'waived' else msg)}</skipped>"
+                        text = "waived: " + msg if case.outcome == "waived" else msg
+                        body = f"<skipped>{_text(text)}</skipped>"
                     else:
-                        body = f'<{child} type="{_TYPE[outcome]}" message={_attr(msg)} />'
-                if so:
-                    body += f"<system-out>{_text(so)}</system-out>"
+                        body = f'<{child} type="{_TYPE[case.outcome]}" message={_attr(msg)} />'
+                if case.out:
+                    body += f"<system-out>{_text(case.out)}</system-out>"
                 buf.append(f"{head}>{body}</testcase>")
             if len(buf) >= CHUNK:
                 out.write(_clean("".join(buf)))
@@ -195,22 +226,23 @@ def _stream(results: Mapping[str, Any], d: Digest, out: IO[str]) -> None:
 def write_junit(run_dir: Path, results: Mapping[str, Any] | None = None, d: Digest | None = None) -> Path:
     data = results if results is not None else read_json(run_dir / "results.json")
     d = d or digest(data)
+    per = cases(data)
     out = run_dir / "junit.xml"
     tmp = out.with_suffix(".xml.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
-        if len(data.get("verdicts", ())) <= JUNIT_XML_MAX:
-            fh.write(_junit_xml(data, d))
+        if sum(len(cs) for cs in per.values()) <= JUNIT_XML_MAX:
+            fh.write(_junit_xml(data, d, per))
         else:
-            _stream(data, d, fh)
+            _stream(data, d, per, fh)
     tmp.replace(out)
     return out
 
 
 def build(results: Mapping[str, Any], stream: bool = False) -> str:
     """The junit.xml text (``stream``: through the large-run writer)."""
-    d = digest(results)
+    d, per = digest(results), cases(results)
     if not stream:
-        return _junit_xml(results, d)
+        return _junit_xml(results, d, per)
     buf = io.StringIO()
-    _stream(results, d, buf)
+    _stream(results, d, per, buf)
     return buf.getvalue()

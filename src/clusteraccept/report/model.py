@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from clusteraccept.families import JUDGED, JUNIT_SUITES
+from clusteraccept.judge.items import split_pair
 
 T = TypeVar("T")
 OUTCOMES = ("pass", "fail", "error", "skip", "waived")
@@ -84,32 +85,20 @@ def known_blocks(results: Mapping[str, Any]) -> dict[str, list[str]]:
     return {j["block"]: list(j["nodes"]) for j in jobs if j.get("block") not in (None, "cross")}
 
 
-def split_pair(pair: str, nodes: frozenset[str]) -> tuple[str, str]:
-    """``node1-node3`` -> (node1, node3); host names may contain '-', so the site's nodes decide."""
-    if pair.count("-") == 1:
-        a, b = pair.split("-")
-        return a, b
-    for i, ch in enumerate(pair):
-        if ch == "-" and pair[:i] in nodes and pair[i + 1 :] in nodes:
-            return pair[:i], pair[i + 1 :]
-    mid = pair.count("-") // 2 + 1  # unknown names: split at the middle dash
-    parts = pair.split("-")
-    return "-".join(parts[:mid]), "-".join(parts[mid:])
-
-
 def suite_of(v: Mapping[str, Any], nodes: frozenset[str]) -> str:
-    """The junit/summary suite: the family, nccl split into nccl-pairs and nccl-blocks (as suites/ are)."""
+    """The summary suite: the family, nccl split into nccl-nodes and nccl-blocks (as suites/ are: a pair's
+    verdicts are the evidence of its nodes' items, judge/items.py)."""
     return _suite_fast(v, v.get("labels") or {}, nodes)
 
 
 # The suite of an nccl verdict by its scope label (the common case: one dict look-up).
 _SCOPE_SUITE = {
-    "pair_in_block": "nccl-pairs",
-    "pair_cross_block": "nccl-pairs",
-    "pairs": "nccl-pairs",
+    "pair_in_block": "nccl-nodes",
+    "pair_cross_block": "nccl-nodes",
+    "pairs": "nccl-nodes",
     "block": "nccl-blocks",
     "all": "nccl-blocks",
-    "intra_node": "nccl-blocks",
+    "intra_node": "nccl-nodes",
 }
 _NUMBERS = (int, float)
 
@@ -209,13 +198,11 @@ def _suite_fast(v: Mapping[str, Any], labels: Mapping[str, str], nodes: frozense
         return family
     scope = labels.get("scope")
     if scope:
-        return "nccl-pairs" if scope in PAIR_SCOPES or scope == "pairs" else "nccl-blocks"
+        return "nccl-blocks" if scope in ("block", "all") else "nccl-nodes"
     subject: str = v["subject"]
     if ":rail" in subject:  # pair steps are named a-b:railK (plan/subjects.py, plan/jobs.py)
-        return "nccl-pairs"
-    if v["check"] == "nccl.localization" and subject in nodes:
-        return "nccl-pairs"  # test_node_not_blamed lives in test_nccl_pairs.py
-    return "nccl-blocks"
+        return "nccl-nodes"
+    return "nccl-nodes" if subject.split(":", 1)[0] in nodes else "nccl-blocks"
 
 
 @dataclass(frozen=True)

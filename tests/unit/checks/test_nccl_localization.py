@@ -142,3 +142,54 @@ def test_vectorized_judge_agrees_with_the_per_step_judge() -> None:
     judged = judge_frame(site, frame)
     assert list(judged["slow"]) == [v.outcome is Outcome.FAIL for v in pair]
     assert judged["slow"].sum() > 0 and list(judged["ref_GBps"].unique()) == [46.0]
+
+
+def test_a_node_whose_steps_fail_to_launch_is_the_culprit_not_its_partners() -> None:
+    """A dead node fails every pair step it is in (timeouts, no output): localization blames it, and its
+    partners, each failing with it alone, stay healthy (judge/items.py: they pass their items)."""
+    import dataclasses
+
+    site = make_site([])
+    fabric = fabric_of(site)
+    evidence = []
+    for i, s in enumerate(make_plan(site).steps()):
+        ev = simulate_step(fabric, s)
+        if "n07" in s.nodes:
+            ev = dataclasses.replace(ev, returncode=None, stdout="", stderr="srun: error: n07: timed out")
+        evidence.append((ev, f"raw/nccl/{i}.json"))
+    verdicts = nccl.judge(site, evidence, site.nodes)
+    assert blamed(verdicts) == {"node:n07"}
+    launch = [v for v in verdicts if v.check == "nccl.launch" and v.outcome is Outcome.ERROR]
+    assert launch and all("n07" in v.subject for v in launch)
+
+
+def test_one_rail_measured_alone_still_names_the_rail() -> None:
+    """-k rail2 runs rail 2 only: no other rail exonerates n05, its partners' other results on rail 2 do."""
+    site = make_site([{"kind": "slow_rail", "node": "n05", "rail": 2, "factor": 0.5}])
+    fabric = fabric_of(site)
+    steps = [s for s in make_plan(site).steps() if s.rail is None or s.rail == 2]
+    evidence = [(simulate_step(fabric, s), f"raw/nccl/{i}.json") for i, s in enumerate(steps)]
+    verdicts = nccl.judge(site, evidence, site.nodes)
+    assert blamed(verdicts) == {"rail:n05:rail2"}
+    (loc,) = [v for v in verdicts if v.check == "nccl.localization" and v.outcome is Outcome.FAIL]
+    assert "its partners are healthy with their other partners (only this rail was measured)" in loc.message
+
+
+def test_a_step_killed_with_its_job_leaves_both_nodes_untested_and_blames_nobody() -> None:
+    import dataclasses
+
+    site = make_site([])
+    fabric = fabric_of(site)
+    steps = make_plan(site).steps()
+    killed = next(s for s in steps if s.kind == "pair")
+    evidence = []
+    for i, s in enumerate(steps):
+        ev = simulate_step(fabric, s)
+        if s is killed:
+            meta = {**ev.meta, "killed_with_job": "123"}
+            ev = dataclasses.replace(ev, returncode=1, stdout="", meta=meta)
+        evidence.append((ev, f"raw/nccl/{i}.json"))
+    verdicts = nccl.judge(site, evidence, site.nodes)
+    assert blamed(verdicts) == set()
+    (untested,) = [v for v in verdicts if v.labels.get("untested")]
+    assert untested.outcome is Outcome.ERROR and untested.subject.startswith(killed.subject)

@@ -204,7 +204,8 @@ def test_a_due_only_run_attests_only_what_it_probed() -> None:
 
 def test_tests_outside_the_scope_skip_with_the_attestation_unless_they_failed() -> None:
     def judged_with(*verdicts: Verdict) -> Judged:
-        return Judged("nccl.localization", "node2", list(verdicts), [], False, lambda k, v: None, "held: r1")
+        dicts = [v.to_dict() for v in verdicts]
+        return Judged("nccl", "node2", dicts, [], False, lambda k, v: None, "held: r1")
 
     with pytest.raises(pytest.skip.Exception, match="held: r1"):
         judged_with().assert_accepted()  # no verdict at all: not an ERROR
@@ -245,9 +246,9 @@ def test_a_due_only_run_judges_the_due_node_and_skips_the_others(
     assert proc.returncode == 0, proc.stdout[-3000:]
     until = (started + timedelta(days=7)).isoformat()
     assert re.search(
-        rf"SKIPPED \[99\] \S+: attestation valid until {re.escape(until)} \(run r1\)", proc.stdout
+        rf"SKIPPED \[3\] \S+: attestation valid until {re.escape(until)} \(run r1\)", proc.stdout
     )
-    assert "33 passed, 99 skipped" in proc.stdout  # node3's 1 + 8 + 8 + 8 + 8 tests; the 3 others' skip
+    assert "1 passed, 3 skipped" in proc.stdout  # node3's item; the 3 others' skip
     run = tmp_path / "demo" / "tonight"
     results = json.loads((run / "results.json").read_text())
     assert {v["subject"].split(":")[0] for v in results["verdicts"]} == {"node3"}  # no ERROR for the others

@@ -5,20 +5,21 @@ from __future__ import annotations
 import ast
 
 from clusteraccept import families
+from clusteraccept.judge.items import group
 
 from .conftest import REPO, DemoRun
 
 PKG = REPO / "src" / "clusteraccept"
 
 
-def declared() -> set[tuple[str, str]]:
-    """(check id, family) of every ``@check(...)`` in suites/, read from the source."""
+def declared() -> set[tuple[str, str, str]]:
+    """(check prefix, family, per) of every ``@check(...)`` in suites/, read from the source."""
     out = set()
     for path in sorted((REPO / "suites").glob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check":
                 kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
-                out.add((ast.literal_eval(node.args[0]), kw["family"]))
+                out.add((ast.literal_eval(node.args[0]), kw["family"], kw["per"]))
     return out
 
 
@@ -33,13 +34,20 @@ def test_every_family_has_its_stages() -> None:
 
 def test_suites_declare_exactly_the_judged_families() -> None:
     checks = declared()
-    assert {fam for _, fam in checks} == set(families.JUDGED)
-    assert all(check.split(".", 1)[0] == fam for check, fam in checks), checks
+    assert {fam for _, fam, _ in checks} == set(families.JUDGED)
+    assert all(check == fam for check, fam, _ in checks), checks  # one item per family and node or block
+    assert {per for _, _, per in checks} == {"node", "block"}
 
 
-def test_the_check_ids_the_suites_declare_are_exactly_the_ones_the_judges_emit(demo_run: DemoRun) -> None:
-    """A judge emitting a check no suite test declares would be judged and never shown to pytest (a
-    silent failure); a declared check no judge emits would fail every run with "no verdict"."""
-    emitted = {v["check"] for v in demo_run.results["verdicts"]}
-    assert {check for check, _ in declared()} == emitted
-    assert set(demo_run.results["families"]) == set(families.JUDGED)
+def test_every_verdict_the_judges_emit_has_an_item_or_is_a_pairs_evidence(demo_run: DemoRun) -> None:
+    """A verdict no item owns would be judged and never shown to pytest (a silent failure), unless it is a
+    pair result: the localization's evidence, quoted by the culprit's item."""
+    results = demo_run.results
+    kinds = {(fam, per) for _, fam, per in declared()}
+    got = group(results["verdicts"], results["nodes"], [*results["blocks"], "all"])
+    assert {(fam, per) for fam, per, _ in got.owned} <= kinds
+    owned = {id(v) for vs in got.owned.values() for v in vs}
+    loose = [v for v in results["verdicts"] if id(v) not in owned]
+    assert loose and all(v["family"] == "nccl" and "-" in v["subject"].split(":")[0] for v in loose)
+    # roce and sharp have no items on the demo (IB, no SHARP), so they are neither probed nor judged
+    assert set(results["families"]) == set(families.JUDGED) - {"roce", "sharp"}

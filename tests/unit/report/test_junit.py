@@ -1,7 +1,7 @@
 """junit.xml of the demo run: valid against the Jenkins JUnit schema (tests/data/junit/jenkins-junit.xsd),
-one testsuite per check family with nccl split into pairs and blocks, one testcase per verdict with its
-message / reason / numbers; the large-run writer writes the same document; pytest's own --junitxml still
-works beside it."""
+one testsuite per check family with nccl split into nodes and blocks, one testcase per item (a family on a
+node or a block, as the pytest items) with the failing verdicts behind it, their numbers and evidence; the
+large-run writer writes the same document; pytest's own --junitxml still works beside it."""
 
 from __future__ import annotations
 
@@ -34,13 +34,14 @@ def test_demo_junit_validates_against_the_jenkins_schema(demo_run: DemoRun) -> N
     assert validate((demo_run.run / "junit.xml").read_bytes()) == []
 
 
-def test_one_suite_per_family_one_case_per_verdict(demo_run: DemoRun) -> None:
+def test_one_suite_per_family_one_case_per_item(demo_run: DemoRun) -> None:
     root = ET.parse(demo_run.run / "junit.xml").getroot()
     results = demo_run.results
-    assert [ts.get("name") for ts in root] == list(JUNIT_SUITES)
-    assert int(root.get("tests", 0)) == len(results["verdicts"])
+    # no roce or sharp items on the demo (an IB site without SHARP)
+    assert [ts.get("name") for ts in root] == ["topology", "gpudirect", "nccl-nodes", "nccl-blocks"]
+    assert int(root.get("tests", 0)) == 4 * 3 + 3  # 4 nodes x (topology, gpudirect, nccl) + 2 blocks + all
     by = cases(root)
-    assert len(by) == len(results["verdicts"])  # test ids are unique
+    assert len(by) == int(root.get("tests", 0))  # test ids are unique
     for ts in root:
         tcs = list(ts.iter("testcase"))
         assert int(ts.get("tests", 0)) == len(tcs)
@@ -52,32 +53,49 @@ def test_one_suite_per_family_one_case_per_verdict(demo_run: DemoRun) -> None:
             props["run_id"] == results["run_id"] and props["baselines_sha256"] == results["baselines_sha256"]
         )
         assert props["signoff"] == "Ada Lovelace / acceptance engineer / " + results["signoff"]["date"]
+    assert sorted(n for n, (_, tc) in by.items() if tc.find("failure") is not None) == [
+        "gpudirect[node4]", "nccl[all]", "nccl[leaf2]", "nccl[node2]", "nccl[node3]",
+        "topology[node1]", "topology[node2]"]  # fmt: skip
 
-    suite, tc = by["nccl.busbw[node3-node4:rail5:sendrecv:1GiB]"]
-    verdict = next(v for v in results["verdicts"] if v["subject"] == "node3-node4:rail5:sendrecv:1GiB")
-    assert suite == "nccl-pairs" and tc.get("classname") == "clusteraccept.nccl-pairs"
+    # the culprit: its item's message names it, then quotes the slow pairs that convicted it
+    suite, tc = by["nccl[node3]"]
+    assert suite == "nccl-nodes" and tc.get("classname") == "clusteraccept.nccl-nodes"
     failure = tc.find("failure")
-    assert failure is not None and failure.get("message") == verdict["message"]
-    assert failure.get("message", "").startswith("busbw_GBps=25.")
-    out = (tc.findtext("system-out") or "").splitlines()
-    assert out[:4] == [
-        f"measured={verdict['value']:.6g}",
-        "ref=46",
-        f"bounds=[{verdict['lower']:.6g}, inf]",
-        "unit=GB/s",
-    ]
-    assert "key=nccl.busbw.sendrecv.pair_in_block.rail5.1GiB" in out
-    assert f"evidence={verdict['evidence'][0]}" in out and (demo_run.run / verdict["evidence"][0]).exists()
+    assert failure is not None
+    message = failure.get("message", "")
+    assert message.startswith("nccl.localization: culprit: node3 rail 5 is slow with every partner")
+    assert "evidence: 8 pair results involving node3 did not pass" in message
+    assert "busbw_GBps=25." in message and "[pair node3-node4, rail 5, 1GiB]" in message
+    # node4, slow only with node3, passes
+    assert by["nccl[node4]"][1].find("failure") is None
 
-    assert by["nccl.launch[node1-node2:rail0:sendrecv]"][0] == "nccl-pairs"
-    assert by["nccl.localization[node3]"][0] == "nccl-pairs"  # test_node_not_blamed is a pair test
-    assert by["nccl.localization[leaf2]"][0] == "nccl-blocks"
-    assert by["nccl.busbw[leaf2:all_reduce:8GiB]"][0] == "nccl-blocks"
-    assert by["nccl.busbw[node1:all_reduce:1GiB]"][0] == "nccl-blocks"  # intra-node
-    assert by["topology.pcie_link[node1:gpu6]"][1].find("failure") is not None
-    skipped = by["roce.pfc[node1:rail0]"][1].find("skipped")
-    assert skipped is not None and skipped.text == "InfiniBand-only site: no roce section in the site file"
-    assert not skipped.attrib  # the schema's <skipped> has no attribute: Jenkins reads the text
+    # a failing verdict's numbers and evidence are its item's system-out lines
+    suite, tc = by["topology[node1]"]
+    pcie = next(v for v in results["verdicts"] if v["subject"] == "node1:gpu6" and v["outcome"] == "fail")
+    failure = tc.find("failure")
+    assert failure is not None and failure.get("message") == f"{pcie['check']}: {pcie['message']}"
+    out = (tc.findtext("system-out") or "").splitlines()
+    assert out[0].startswith("verdicts=fail=1 pass=") and f"[{pcie['check']}[node1:gpu6]]" in out
+    assert any(line.startswith("evidence=raw/topology/node1/") for line in out)
+
+    suite, tc = by["nccl[leaf2]"]
+    assert suite == "nccl-blocks"
+    out = (tc.findtext("system-out") or "").splitlines()
+    assert "key=nccl.busbw.all_reduce.block.8GiB" in out and "ref=40" in out
+    ok = by["topology[node3]"][1]
+    assert ok.find("failure") is None and (ok.findtext("system-out") or "").startswith("verdicts=pass=")
+
+
+def test_an_item_without_a_passing_verdict_skips_with_the_reason(demo_run: DemoRun) -> None:
+    results = demo_run.results
+    for v in results["verdicts"]:
+        if v["family"] == "topology" and v["subject"].split(":")[0] == "node4":
+            v.update(outcome="skip", message="no nvidia-smi on node4")
+    for stream in (False, True):
+        root = ET.fromstring(junit.build(results, stream=stream))
+        skipped = cases(root)["topology[node4]"][1].find("skipped")
+        assert skipped is not None and skipped.text == "no nvidia-smi on node4"
+        assert not skipped.attrib  # the schema's <skipped> has no attribute: Jenkins reads the text
 
 
 def canonical(root: ET.Element) -> list[tuple[str, tuple[tuple[str, str], ...], str]]:
@@ -94,14 +112,18 @@ def test_the_large_run_writer_writes_the_same_document(demo_run: DemoRun) -> Non
 def test_junit_escapes_and_strips_what_xml_forbids(demo_run: DemoRun) -> None:
     results = demo_run.results
     v = dict(results["verdicts"][0])
-    v.update(outcome="fail", message='a<b & "c"\x07 > d\nnext', subject="n1:gpu0 <&>")
-    results["verdicts"] = [v, {**v, "outcome": "skip"}, {**v, "outcome": "waived", "subject": "x"}]
+    v.update(outcome="fail", message='a<b & "c"\x07 > d\nnext', subject="node1:gpu0 <&>")
+    results["verdicts"] = [
+        v,
+        {**v, "outcome": "skip", "subject": "node2"},
+        {**v, "outcome": "waived", "subject": "node3"},
+    ]
     for stream in (False, True):
         text = junit.build(results, stream=stream)
         assert validate(text.encode()) == []
         root = ET.fromstring(text)
         failure = next(root.iter("failure"))
-        assert failure.get("message") == 'a<b & "c" > d\nnext'
+        assert failure.get("message") == f'{v["check"]}: a<b & "c" > d\nnext'
         assert [s.text for s in root.iter("skipped")] == [
             'a<b & "c" > d\nnext',
             'waived: a<b & "c" > d\nnext',
@@ -113,18 +135,19 @@ def test_pytest_junitxml_still_works_beside_ours(demo_run: DemoRun) -> None:
     theirs = ET.parse(demo_run.pytest_junit).getroot()
     suite = theirs if theirs.tag == "testsuite" else theirs[0]
     tests = {tc.get("name"): tc for tc in suite.iter("testcase")}
-    failed = tests["test_pair_busbw[node3-node4:rail5]"]
+    failed = tests["test_nccl_node[node3]"]
     assert failed.find("failure") is not None
-    assert "busbw_GBps=25." in (failed.find("failure").get("message") or "")  # type: ignore[union-attr]
+    assert "culprit: node3 rail 5" in (failed.find("failure").get("message") or "")  # type: ignore[union-attr]
     assert (
         int(suite.get("failures", 0)) == Counter(t.find("failure") is not None for t in tests.values())[True]
     )
-    # pytest's file has one case per pytest test (per subject), ours one per verdict: both are kept.
-    assert len(tests) < int(ours.get("tests", 0))
+    # pytest's file and ours have one case per item, both kept (ours is made from the record, pytest's
+    # from what this process ran)
+    assert len(tests) == int(ours.get("tests", 0))
     assert Path(demo_run.pytest_junit).resolve() != (demo_run.run / "junit.xml").resolve()
 
 
 def test_counts_come_from_the_digest(demo_run: DemoRun) -> None:
     d = digest(demo_run.results)
-    assert set(d.counts) == set(JUNIT_SUITES)
+    assert set(d.counts) == set(JUNIT_SUITES) - {"roce", "sharp"}  # not on the demo (IB, no SHARP)
     assert sum(d.total.values()) == len(demo_run.results["verdicts"])

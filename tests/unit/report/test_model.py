@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from lxml import etree
 
+from clusteraccept.judge.items import split_pair
 from clusteraccept.report import heatmap, junit, write_reports
-from clusteraccept.report.model import PairRow, banner, convicts, culprit_parts, digest, split_pair, suite_of
+from clusteraccept.report.model import PairRow, banner, convicts, culprit_parts, digest, suite_of
 
 from .conftest import REPO
 
@@ -49,12 +50,12 @@ def test_banner_rules() -> None:
 def test_nccl_suites_follow_the_suite_files() -> None:
     nodes = frozenset({"n1", "n2", "node-a", "node-a-b"})
     assert suite_of(v("pass", "nccl.busbw", "n1-n2:rail0:sendrecv:1GiB", scope="pair_in_block"), nodes) == (
-        "nccl-pairs"
+        "nccl-nodes"
     )
     assert suite_of(v("pass", "nccl.busbw", "leaf1:all_reduce:1GiB", scope="block"), nodes) == "nccl-blocks"
-    assert suite_of(v("pass", "nccl.launch", "n1-n2:rail3:sendrecv"), nodes) == "nccl-pairs"  # no scope label
-    assert suite_of(v("pass", "nccl.launch", "n1:all_reduce"), nodes) == "nccl-blocks"
-    assert suite_of(v("pass", "nccl.localization", "n1"), nodes) == "nccl-pairs"
+    assert suite_of(v("pass", "nccl.launch", "n1-n2:rail3:sendrecv"), nodes) == "nccl-nodes"  # no scope label
+    assert suite_of(v("pass", "nccl.launch", "n1:all_reduce"), nodes) == "nccl-nodes"  # intra-node
+    assert suite_of(v("pass", "nccl.localization", "n1"), nodes) == "nccl-nodes"
     assert suite_of(v("pass", "nccl.localization", "leaf1"), nodes) == "nccl-blocks"
     assert suite_of(v("pass", "roce.pfc", "n1:rail0"), nodes) == "roce"
     assert split_pair("node-a-node-a-b", nodes) == ("node-a", "node-a-b")  # host names with dashes
