@@ -20,14 +20,15 @@ from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive, archive_name, load
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
+from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
 from clusteraccept.redact import redact_evidence, redact_text
 from clusteraccept.render import REPO_ROOT
-from clusteraccept.rundir import read_json, write_json
+from clusteraccept.rundir import read_json
 from clusteraccept.site.model import Site
 
-RESULTS = "results.json"
+RESULTS = record.RESULTS
 
 
 class Scope(Protocol):
@@ -211,16 +212,15 @@ def execute(req: Request) -> dict[str, Any]:
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
-    results["verdicts"] = [v.to_dict() for v in verdicts]
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
     results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-    write_json(req.run_dir / RESULTS, results)
-    return results
+    return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
 
 
 def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     """Re-parse the archived raw/ evidence of ``run_dir`` and judge it against the current site. No job."""
     results: dict[str, Any] = read_json(run_dir / RESULTS)
+    results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
     archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
     for path in sorted((run_dir / "raw").glob("*/*/*.json")):
         ev = load(path)
@@ -228,13 +228,11 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
     verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))
-    results["verdicts"] = [v.to_dict() for v in verdicts]
     results["fingerprint"] = fingerprint_of(archived)
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
-    write_json(run_dir / RESULTS, results)
-    return results
+    return record.write(run_dir, results, (v.to_dict() for v in verdicts))
 
 
 def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ directory, so pytest-xdist workers share one submission.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ import pytest
 from clusteraccept import flow
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.families import FAMILIES
+from clusteraccept.judge import record
 from clusteraccept.judge.items import Items, group, parts, selected
 from clusteraccept.ops import scope as due_scope
 from clusteraccept.outcome import (
@@ -354,7 +355,7 @@ def _results(config: pytest.Config) -> dict[str, Any]:
         path = state.run_dir / flow.RESULTS
         with locked(state.run_dir):
             if path.exists():
-                state.results = read_json(path)
+                state.results = read_json(path)  # the facts; the items' verdicts are read below
             else:
                 state.results = flow.execute(
                     flow.Request(
@@ -369,7 +370,12 @@ def _results(config: pytest.Config) -> dict[str, Any]:
                     )
                 )
     site = state.site
-    state.items = group(state.results.get("verdicts", []), site.nodes, item_subjects(site, "block"))
+    owners = [*site.nodes, *item_subjects(site, "block")]
+    if "verdicts" in state.results:  # a run written before the record's split
+        verdicts: Iterable[Mapping[str, Any]] = state.results["verdicts"]
+    else:  # what the items show: their own verdicts, the pairs' that did not pass (not every pair's pass)
+        verdicts = record.rows(state.run_dir, "items", owners)
+    state.items = group(verdicts, site.nodes, owners[len(site.nodes) :])
     if state.scope is None:  # the processes that did not decide it (xdist workers, --rejudge, --resume)
         state.scope = due_scope.of_results(state.site, state.results, state.run_dir.parent)
     return state.results
@@ -454,7 +460,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if proposal:
             from clusteraccept.judge.propose import write_proposal
 
-            write_proposal(read_json(path), Path(proposal))
+            write_proposal(record.load(state.run_dir), Path(proposal))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

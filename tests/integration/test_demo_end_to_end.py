@@ -5,7 +5,6 @@ Exactly the injected faults fail; every node's evidence lands in raw/; every job
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,21 +12,19 @@ from typing import Any
 
 import pytest
 
+from clusteraccept.judge import record
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vcluster
 
-EXPECTED_FAILURES = {
-    "suites/test_gpudirect.py::test_peermem[node4]",
-    "suites/test_gpudirect.py::test_acs[node4:gpu1]",
-    "suites/test_gpudirect.py::test_nccl_gdrdma[node4]",
-    "suites/test_nccl_blocks.py::test_block_busbw[leaf2]",
-    "suites/test_nccl_blocks.py::test_block_busbw[all]",
-    "suites/test_nccl_pairs.py::test_pair_busbw[node3-node4:rail5]",
-    "suites/test_nccl_pairs.py::test_pair_busbw[node2-node3:rail5]",
-    "suites/test_nccl_pairs.py::test_node_not_blamed[node3]",
-    "suites/test_nccl_pairs.py::test_link_errors[node2:rail1]",
-    "suites/test_topology.py::test_gpu_nic_affinity[node2:gpu3]",
-    "suites/test_topology.py::test_gpu_pcie_link[node1:gpu6]",
+EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
+    "suites/test_gpudirect.py::test_gpudirect[node4]",  # peermem, ACS on gpu1, no GDRDMA
+    "suites/test_nccl_blocks.py::test_nccl_block[leaf2]",
+    "suites/test_nccl_blocks.py::test_nccl_block[all]",
+    "suites/test_nccl_nodes.py::test_nccl_node[node3]",  # the culprit: rail 5; node2 and node4 are not blamed
+    "suites/test_nccl_nodes.py::test_nccl_node[node2]",  # its own rail-1 link errors
+    "suites/test_topology.py::test_topology[node2]",  # gpu3 on the wrong NUMA node
+    "suites/test_topology.py::test_topology[node1]",  # gpu6 PCIe link x8
 }
 
 
@@ -65,7 +62,7 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
     }
     assert failed == EXPECTED_FAILURES, proc.stdout[-3000:]
     (run,) = [p for p in (reports / "demo").iterdir() if not p.is_symlink() and (p / "results.json").exists()]
-    results = json.loads((run / "results.json").read_text())
+    results = record.load(run)
     assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
     assert all(j["missing"] == [] for j in results["jobs"])
     assert all(j["job_id"].isdigit() for j in results["jobs"])

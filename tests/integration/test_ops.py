@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from clusteraccept.jobs.slurm_clients import parse_sinfo
+from clusteraccept.judge import record
 from clusteraccept.report.model import banner
 from clusteraccept.site.cron import parse_scrontab
 
@@ -79,7 +80,7 @@ def why(reports: Path, limit: int = 12) -> str:
     """The newest run's job states and its first failed or errored verdicts with their messages (for an
     assertion message: the summary line names checks, not what went wrong in them)."""
     try:
-        doc = json.loads((runs(reports)[-1] / "results.json").read_text())
+        doc = record.load(runs(reports)[-1])
     except (OSError, IndexError, ValueError) as exc:
         return f"(no results.json: {exc})"
     jobs = ", ".join(f"{j['name']}={j['state']}" for j in doc.get("jobs", []))
@@ -192,7 +193,7 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
     )  # fmt: skip
     assert third.returncode == 0, third.stdout[-1500:] + third.stderr[-1000:] + why(tmp_path / "reports")
     run3 = next(p for p in runs(tmp_path / "reports") if p not in (run1, run2))
-    results = json.loads((run3 / "results.json").read_text())
+    results = record.load(run3)
     assert results["scope"]["only_due"] and results["scope"]["nodes"] == ["node1", "node3"], results["scope"]
     steps = {s for cj in results["plan"]["campaign_jobs"] for r in cj["rounds"] for s in r["steps"]}
     # their intra-node runs, every pair (all rails) with one of them, their blocks; no whole-set step
@@ -281,7 +282,7 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
             out, _ = proc.communicate()
             pytest.fail(f"the run did not end within 900 s after node4 died:\n{out[-2000:]}\n{why(reports)}")
     (run,) = runs(reports)
-    before = json.loads((run / "results.json").read_text())
+    before = record.load(run)
     killed = next(j for j in before["jobs"] if j["name"] == "campaign-leaf2")
     assert killed["state"] == "NODE_FAIL", (before["jobs"], out[-3000:])  # the kill happened mid-campaign
     assert all(j["state"] == "COMPLETED" for j in before["jobs"] if j is not killed), before["jobs"]
@@ -310,7 +311,7 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
         timeout=900,
         check=False,
     )
-    after = json.loads((run / "results.json").read_text())
+    after = record.load(run)
     (resume,) = after["resumes"]
     rerun = set(resume["rerun_steps"])
     # only what the dead job lost: its missing and killed steps, none it had finished, none of other jobs

@@ -5,7 +5,6 @@ baseline proposal, and the PyTorch NCCL fallback's wiring."""
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import yaml
 from harness import PytestRun, PytestRunner
 
+from clusteraccept.judge import record
 from clusteraccept.plan.commands import tool_of
 from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim.hosts import Part, write_profile
@@ -105,9 +105,7 @@ def _pytest(run_pytest: PytestRunner, tmp_path: Path, site: Path, *args: str) ->
 
 
 def _results(tmp_path: Path) -> dict[str, object]:
-    out: dict[str, object] = json.loads(
-        (tmp_path / "reports" / "local-gpu" / "latest" / "results.json").read_text()
-    )
+    out: dict[str, object] = record.load(tmp_path / "reports" / "local-gpu" / "latest")
     return out
 
 

@@ -4,13 +4,14 @@ submits nothing, and --rejudge re-judges archived evidence."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import PytestRun, PytestRunner
+
+from clusteraccept.judge import record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,7 +52,7 @@ def test_k_selects_and_submits_only_that_rail(rail5_run: tuple[PytestRun, Path])
     assert "1 failed, 3 passed" in proc.stdout, proc.stdout[-1500:]
     assert "FAILED suites/test_nccl_nodes.py::test_nccl_node[node3]" in proc.stdout
     assert "PASSED suites/test_nccl_nodes.py::test_nccl_node[node2]" in proc.stdout
-    results = json.loads((only_run(tmp_path) / "results.json").read_text())
+    results = record.load(only_run(tmp_path))
     subjects = {v["subject"].split(":sendrecv")[0] for v in results["verdicts"] if v["check"] == "nccl.busbw"}
     assert subjects == {"node1-node2:rail5", "node3-node4:rail5", "node1-node4:rail5", "node2-node3:rail5"}
 
@@ -59,7 +60,7 @@ def test_k_selects_and_submits_only_that_rail(rail5_run: tuple[PytestRun, Path])
 def test_nodes_selects_exact_names_and_submits_their_pairs(run_pytest: PytestRunner, tmp_path: Path) -> None:
     proc = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node[1]", "-k", "rail0")
     assert "1 passed" in proc.stdout, proc.stdout[-1500:]
-    results = json.loads((only_run(tmp_path) / "results.json").read_text())
+    results = record.load(only_run(tmp_path))
     pairs = {v["subject"].split(":sendrecv")[0] for v in results["verdicts"] if v["check"] == "nccl.launch"}
     assert pairs == {"node1-node2:rail0", "node1-node4:rail0"}  # node1's in-block and cross-block partner
     bad = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node9", "--dry-run")

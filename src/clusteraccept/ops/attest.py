@@ -131,13 +131,14 @@ def due(nodes: Sequence[str], links: Sequence[str], state: State, now: datetime)
 
 def load_runs(run_root: Path) -> list[dict[str, Any]]:
     """results.json of every run under ``reports/<site>/`` (with the nodes each run's drain.json drained)."""
+    from clusteraccept.judge import record
     from clusteraccept.rundir import read_json
 
     runs = []
     for p in sorted(run_root.glob("*/results.json")):
         if p.parent.name == "latest":
             continue
-        r: dict[str, Any] = read_json(p)
+        r: dict[str, Any] = record.load(p.parent)
         drain = p.parent / "drain.json"
         if drain.exists():
             d = read_json(drain)

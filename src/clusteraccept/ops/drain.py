@@ -249,9 +249,9 @@ def run_ops(
 def run_for_site(site: Any, run_dir: Path, *, apply_now: bool, drain_nodes: bool = True) -> list[str]:
     """:func:`run_ops` for a judged run of ``site`` (``--drain-failed``, ``clusteraccept drain``)."""
     from clusteraccept.errors import SubmitError
-    from clusteraccept.rundir import read_json
+    from clusteraccept.judge import record
 
-    results = read_json(run_dir / "results.json")
+    results = record.load(run_dir)
     if results.get("dry_run"):
         return ["drain: a dry run convicts nothing; nothing to drain"]
     try:

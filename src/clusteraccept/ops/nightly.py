@@ -116,14 +116,14 @@ def previous_run_ids(store: Path, results: Mapping[str, Any], run_root: Path) ->
 
 def good_runs(run_root: Path, results: Mapping[str, Any], store: Path) -> Iterator[dict[str, Any]]:
     """The earlier complete runs of the site, newest first (read one at a time: they can be large)."""
-    from clusteraccept.rundir import read_json
+    from clusteraccept.judge import record
 
     started = str(results.get("started") or "")
     for run_id in previous_run_ids(store, results, run_root):
         path = run_root / run_id / "results.json"
         if not path.exists():
             continue
-        other: dict[str, Any] = read_json(path)
+        other: dict[str, Any] = record.load(path.parent)
         if str(other.get("started") or "") <= started and complete(other):
             yield other
 
@@ -238,7 +238,8 @@ def night(
 ) -> Night:
     """Run the suite into the fixed reports dir, compare, write the summary; returns the Night.
     ``due_only`` (or the site's ``nightly.only_due``): only what is attestation-due (pytest --only-due)."""
-    from clusteraccept.rundir import new_run_id, read_json, write_json
+    from clusteraccept.judge import record
+    from clusteraccept.rundir import new_run_id, write_json
 
     reports = reports_dir(site)
     run_id = new_run_id()
@@ -257,7 +258,7 @@ def night(
         )
         result = Night(INCOMPLETE, line, {})
     else:
-        results = read_json(run_dir / "results.json")
+        results = record.load(run_dir)
         store = reports / site.name / "history.sqlite"
         flags: list[str] = []
         if store.exists() and not due_partial(results):

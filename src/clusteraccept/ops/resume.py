@@ -229,12 +229,12 @@ def resume_run(
     from clusteraccept import flow
     from clusteraccept.flow import judged_nodes
     from clusteraccept.jobs.submit import JobLayer
-    from clusteraccept.rundir import read_json, write_json
+    from clusteraccept.judge import record
 
     path = run_dir / flow.RESULTS
     if not path.exists():
         raise ResumeError(f"--resume {run_dir}: expected a run directory with results.json, got none there")
-    results: dict[str, Any] = read_json(path)
+    results: dict[str, Any] = record.load(run_dir)
     resumes: list[dict[str, Any]] = results.setdefault("resumes", [])
     if token and resumes and resumes[-1].get("token") == token:
         return results  # another pytest-xdist worker of this session already resumed it
@@ -261,8 +261,7 @@ def resume_run(
     if rerun.empty:
         entry["ended"] = entry["started"]
         resumes.append(entry)
-        write_json(path, results)
-        return results
+        return record.write(run_dir, results, results.pop("verdicts", []))
     if site.simulated:
         from clusteraccept.sim.prepare import prepare
 
@@ -286,9 +285,9 @@ def resume_run(
     entry["jobs"] = [j["name"] for j in new_jobs]
     # a due-only run judges its due nodes only (flow.judged_nodes): the others were never probed
     nodes = judged_nodes(results, site.nodes)
-    results["verdicts"] = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes)]
+    verdicts = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes)]
+    results.pop("verdicts", None)
     results["fingerprint"] = flow.fingerprint_of(archived)
     entry["ended"] = results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
     resumes.append(entry)
-    write_json(path, results)
-    return results
+    return record.write(run_dir, results, verdicts)

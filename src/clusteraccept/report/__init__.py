@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.judge import record
 from clusteraccept.rundir import read_json, write_json
 
 
@@ -60,10 +61,12 @@ def write_reports(
 
     out = Written()
     path = run_dir / "results.json"
-    data: dict[str, Any] = results if results is not None else read_json(path)
+    data: dict[str, Any] = results if results is not None else record.load(run_dir)
     if signoff:
         data["signoff"] = dict(signoff)
-        write_json(path, data)  # who signed is part of the record
+        facts = read_json(path)
+        facts["signoff"] = dict(signoff)
+        write_json(path, facts)  # who signed is part of the record (its facts: the verdicts stay apart)
     d = digest(data)  # the one pass over the verdicts every report shares
     trends: list[hist.Trend] = []
     if history and data.get("verdicts") and not data.get("dry_run"):

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.judge import record
 from clusteraccept.report.history import KeyStat, key_stats
-from clusteraccept.rundir import read_json
 
 LISTED = 200  # test ids listed per category (the counts are always complete)
 KEYS_LISTED = 40
@@ -20,7 +20,7 @@ def other_results(run_dir: Path, ref: str) -> tuple[Path, dict[str, Any]]:
     """The results.json of run ``ref``: a run id beside ``run_dir`` (same site), or a run directory."""
     for cand in (run_dir.parent / ref, Path(ref)):
         if (cand / "results.json").exists():
-            data: dict[str, Any] = read_json(cand / "results.json")
+            data: dict[str, Any] = record.load(cand)
             return cand, data
     raise FileNotFoundError(f"--compare {ref}: no results.json in {run_dir.parent / ref} or {ref}")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.families import JUNIT_SUITES
+from clusteraccept.judge import record
 from clusteraccept.redact import redact_text
 from clusteraccept.render import render
 from clusteraccept.report import svg
@@ -41,7 +42,6 @@ from clusteraccept.report.model import (
     known_nodes,
     suite_of,
 )
-from clusteraccept.rundir import read_json
 
 MAX_DETAILED = 60  # failure groups shown with their evidence excerpts
 MAX_LISTED = 1500  # further failure groups listed one line each
@@ -283,7 +283,7 @@ def write_html(
     diff: Mapping[str, Any] | None = None,
     d: Digest | None = None,
 ) -> Path:
-    data = results if results is not None else read_json(run_dir / "results.json")
+    data = results if results is not None else record.load(run_dir)
     out = run_dir / "report.html"
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(render_html(context(data, run_dir, trends, diff, d)), encoding="utf-8")

@@ -33,9 +33,9 @@ from typing import IO, Any
 
 from junit_xml import TestCase, TestSuite
 
+from clusteraccept.judge import record
 from clusteraccept.judge.items import NODE, SHOWN, Items, failure_lines, group, outcome_of
 from clusteraccept.report.model import Digest, banner, digest, in_suite_order, known_nodes
-from clusteraccept.rundir import read_json
 
 JUNIT_XML_MAX = 50_000
 CHUNK = 20_000  # testcases per write (cleaned of illegal characters as one string)
@@ -224,7 +224,7 @@ def _stream(results: Mapping[str, Any], d: Digest, per: Mapping[str, list[Case]]
 
 
 def write_junit(run_dir: Path, results: Mapping[str, Any] | None = None, d: Digest | None = None) -> Path:
-    data = results if results is not None else read_json(run_dir / "results.json")
+    data = results if results is not None else record.load(run_dir)
     d = d or digest(data)
     per = cases(data)
     out = run_dir / "junit.xml"

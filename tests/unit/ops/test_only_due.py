@@ -15,6 +15,7 @@ from harness import PytestRun, PytestRunner
 
 from clusteraccept.families import JUDGED
 from clusteraccept.flow import judged_nodes
+from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.ops import scope
 from clusteraccept.ops.attest import judged
@@ -227,7 +228,7 @@ def test_dry_run_writes_only_the_due_jobs(run_pytest: PytestRunner, tmp_path: Pa
     proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run")
     assert proc.returncode == 0, proc.stdout[-2000:]
     run = tmp_path / "demo" / "tonight"
-    results = json.loads((run / "results.json").read_text())
+    results = record.load(run)
     assert results["scope"]["only_due"] and results["scope"]["nodes"] == ["node3"]
     assert results["scope"]["n_links"] == 16
     assert [j["nodes"] for j in results["plan"]["probe_jobs"]] == [["node3"]]
@@ -250,7 +251,7 @@ def test_a_due_only_run_judges_the_due_node_and_skips_the_others(
     )
     assert "1 passed, 3 skipped" in proc.stdout  # node3's item; the 3 others' skip
     run = tmp_path / "demo" / "tonight"
-    results = json.loads((run / "results.json").read_text())
+    results = record.load(run)
     assert {v["subject"].split(":")[0] for v in results["verdicts"]} == {"node3"}  # no ERROR for the others
     reason = (
         "restricted to 1 due node(s) and 16 due link(s) (--only-due): not a full acceptance; "
@@ -274,7 +275,7 @@ def test_nothing_due_submits_nothing_and_every_test_skips(run_pytest: PytestRunn
     assert NOTHING_DUE in proc.stdout
     run = tmp_path / "demo" / "tonight"
     assert not (run / "submitit").exists() and not list((run / "jobs").iterdir())
-    results = json.loads((run / "results.json").read_text())
+    results = record.load(run)
     assert results["scope"]["due"] == [] and results["jobs"] == []
     assert banner(results).reasons == (NOTHING_DUE,)
     assert NOTHING_DUE in (run / "report.html").read_text()

@@ -107,7 +107,8 @@ class Browser:
             if ev.get("method") == method:
                 return ev
 
-    def open_page(self, url: str) -> None:
+    def attach_page(self) -> None:
+        """Attach to the browser's first page and enable the domains the helpers read events of."""
         targets = self.send("Target.getTargets", session=False)["targetInfos"]
         page = next(t for t in targets if t["type"] == "page")
         self.session = self.send(
@@ -115,11 +116,21 @@ class Browser:
         )["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
-        self.send("Page.navigate", {"url": url})
-        self.wait_event("Page.loadEventFired")
 
-    def evaluate(self, expression: str) -> Any:
-        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+    def open_page(self, url: str, timeout_s: float = 30) -> None:
+        """Navigate the page (attached first if it is not yet) to ``url`` and wait for its load event."""
+        if self.session is None:
+            self.attach_page()
+        self.send("Page.navigate", {"url": url})
+        self.wait_event("Page.loadEventFired", timeout_s=timeout_s)
+
+    def evaluate(self, expression: str, await_promise: bool = False, timeout_s: float = 30) -> Any:
+        """The value of ``expression`` in the page (of the promise it returns, with ``await_promise``)."""
+        res = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": await_promise},
+            timeout_s=timeout_s,
+        )
         if "exceptionDetails" in res:
             raise RuntimeError(f"{expression}: {res['exceptionDetails']}")
         return res["result"].get("value")

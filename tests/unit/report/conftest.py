@@ -4,13 +4,14 @@ the report tests, made with a credential in the site's job environment, a sign-o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import PytestRunner
+
+from clusteraccept.judge import record
 
 REPO = Path(__file__).resolve().parents[3]
 ARTIFACTS = REPO / "test-artifacts"
@@ -28,7 +29,7 @@ class DemoRun:
 
     @property
     def results(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.run / "results.json").read_text())
+        data: dict[str, Any] = record.load(self.run)
         return data
 
 

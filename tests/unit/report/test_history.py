@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from clusteraccept.judge import record
 from clusteraccept.report import history, write_reports
 from clusteraccept.report.compare import compare, summary_lines
 from clusteraccept.rundir import write_json
@@ -60,7 +61,7 @@ def nightly(tmp_path: Path, values: list[tuple[float, float]]) -> list[Path]:
 
 def test_a_drop_within_the_baseline_is_flagged_against_the_rolling_median(tmp_path: Path) -> None:
     runs = nightly(tmp_path, [(46.0, 10.0), (46.2, 10.1), (45.9, 9.9), (46.1, 10.0), (43.5, 11.5)])
-    last = json.loads((runs[-1] / "results.json").read_text())
+    last = record.load(runs[-1])
     assert all(v["outcome"] == "pass" for v in last["verdicts"])  # the baseline still passes
     store = tmp_path / "nightly" / history.STORE
     stats = history.key_stats(last)
@@ -78,18 +79,18 @@ def test_a_drop_within_the_baseline_is_flagged_against_the_rolling_median(tmp_pa
 
 def test_no_flag_without_enough_history_or_within_noise(tmp_path: Path) -> None:
     runs = nightly(tmp_path, [(46.0, 10.0), (43.0, 10.0)])
-    last = json.loads((runs[-1] / "results.json").read_text())
+    last = record.load(runs[-1])
     trends = history.trends(tmp_path / "nightly" / history.STORE, last, history.key_stats(last))
     assert not any(t.regression for t in trends)  # one previous run is not a trend (MIN_HISTORY)
     runs = nightly(tmp_path / "b", [(46.0, 10.0), (46.2, 10.0), (45.9, 10.0), (44.5, 10.3)])
-    last = json.loads((runs[-1] / "results.json").read_text())
+    last = record.load(runs[-1])
     trends = history.trends(tmp_path / "b" / "nightly" / history.STORE, last, history.key_stats(last))
     assert not any(t.regression for t in trends)  # -3 %: noise, not a regression
 
 
 def test_a_rejudged_run_replaces_its_row(tmp_path: Path) -> None:
     (run,) = nightly(tmp_path, [(46.0, 10.0)])
-    data = json.loads((run / "results.json").read_text())
+    data = record.load(run)
     data["verdicts"] = [verdict("n0-n1:rail0:sendrecv:1GiB", 40.0)]
     data["rejudged"] = "2026-11-02T00:00:00+00:00"
     write_json(run / "results.json", data)
@@ -119,7 +120,7 @@ def test_partial_runs_add_no_medians(tmp_path: Path) -> None:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (6,)  # every run is listed
         with_medians = con.execute("SELECT DISTINCT run_id FROM key_stats ORDER BY run_id").fetchall()
     assert [r for (r,) in with_medians] == [p.name for p in runs] + [full.name]
-    last = json.loads((full / "results.json").read_text())
+    last = record.load(full)
     (busbw,) = [t for t in history.trends(store, last, history.key_stats(last)) if t.key == KEY]
     assert busbw.n_prev == 3 and not busbw.regression  # the 30 GB/s partial nights did not count
 

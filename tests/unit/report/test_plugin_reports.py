@@ -11,6 +11,8 @@ from pathlib import Path
 
 from harness import PytestRunner
 
+from clusteraccept.judge import record
+
 from .conftest import SECRETS, DemoRun, demo_site
 
 
@@ -34,7 +36,7 @@ def test_rejudge_regenerates_the_reports_and_compare_reports_the_diff(
     )  # fmt: skip
     # node3-node4 passes now; the cross-block node2-node3 alone is slow: the cable between them is blamed
     assert "2 failed, 2 passed" in proc.stdout, proc.stdout[-2000:]
-    results = json.loads((run / "results.json").read_text())
+    results = record.load(run)
     assert results["rejudged"] and results["baselines_file"] == str(lenient)
     # every report follows the re-judged record
     assert failures(run / "junit.xml") == before  # the same items fail, for another reason:

@@ -33,7 +33,10 @@ def test_report_is_self_contained(demo_run: DemoRun) -> None:
     assert len(html) < 2_000_000
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed (tools/bootstrap installs it as root; Debian: apt install chromium)",
+)
 def test_report_in_headless_chromium(demo_run: DemoRun, tmp_path: Path) -> None:
     assert CHROMIUM is not None
     page = (demo_run.run / "report.html").resolve()

@@ -1,7 +1,14 @@
-"""results.json of the demo run is the complete canonical record, and its verdicts round-trip."""
+"""The demo run's record is complete and canonical: results.json (the run's facts) and verdicts.sqlite
+(one row per verdict, judge/record.py); its verdicts round-trip; a run written before the split (every
+verdict inside results.json) reads the same."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
+from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 
 from .conftest import SIGNER, DemoRun
@@ -42,3 +49,23 @@ def test_fingerprint_per_node(demo_run: DemoRun) -> None:
         assert fields["hca_fw"].startswith("mlx5_0=28.41.1000 "), node  # ibstat "Firmware version"
         assert fields["kernel"] == "5.15.0-131-generic", node
     assert fp["differences"] == []
+
+
+def test_results_json_holds_the_facts_and_the_store_the_verdicts(demo_run: DemoRun, tmp_path: Path) -> None:
+    facts = json.loads((demo_run.run / "results.json").read_text())
+    assert "verdicts" not in facts and facts["record"]["verdicts"] == "verdicts.sqlite"
+    every = demo_run.results["verdicts"]
+    assert sum(facts["record"]["counts"].values()) == len(every) and record.has_verdicts(facts)
+    bad = list(record.rows(demo_run.run, "bad"))
+    assert bad == [v for v in every if v["outcome"] in ("fail", "error")]
+    owners = [*facts["nodes"], *facts["blocks"], "all"]
+    items = list(record.rows(demo_run.run, "items", owners))
+    # every verdict a node or block owns, and of the pairs' only those that did not pass
+    assert items == [v for v in every if v["subject"].split(":")[0] in owners or v["outcome"] != "pass"]
+    assert len(items) < len(every)
+    # a run of before the split: verdicts inside results.json, no store
+    old = tmp_path / "old"
+    shutil.copytree(demo_run.run, old)
+    (old / "verdicts.sqlite").unlink()
+    (old / "results.json").write_text(json.dumps({**facts, "verdicts": every}))
+    assert record.load(old)["verdicts"] == every

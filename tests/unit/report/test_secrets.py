@@ -21,6 +21,7 @@ from harness import FakeSlurm
 from clusteraccept import flow
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.submit import JobOutcome
+from clusteraccept.judge import record
 from clusteraccept.plan.jobs import make_plan
 from clusteraccept.report import write_reports
 from clusteraccept.rundir import make_run_dir
@@ -43,7 +44,7 @@ LEAKS = {
 
 def outputs(run: Path) -> dict[Path, bytes]:
     files = [p for p in (run / "raw").rglob("*") if p.is_file()]
-    files += [run / n for n in ("results.json", "junit.xml", "report.html")]
+    files += [run / n for n in ("results.json", "verdicts.sqlite", "junit.xml", "report.html")]
     files += [run.parent / "history.sqlite"]
     return {p: p.read_bytes() for p in files}
 
@@ -109,8 +110,9 @@ def test_secrets_in_evidence_never_reach_the_outputs(
 
     monkeypatch.setattr(flow, "JobLayer", Layer)
     run = make_run_dir(tmp_path, "demo", "20261129T000000Z-0000")
-    results = flow.execute(flow.Request(site, run, families=(), nccl=True))
+    flow.execute(flow.Request(site, run, families=(), nccl=True))
     write_reports(run)
+    results = record.load(run)
 
     files = outputs(run)
     assert leaked(files, list(LEAKS.values())) == []

@@ -1,0 +1,154 @@
+"""The run's canonical record, in two parts: ``results.json`` (the run's facts: site, plan, jobs, fingerprint,
+counts) and ``verdicts.sqlite`` (one row per verdict).
+
+One JSON document does not scale: a 4,096-node run has ~10^6 verdicts (hundreds of MB of JSON that every
+reader parses whole), 16,384 nodes ~10^7. SQLite rather than Parquet: it is in Python's standard library
+(nothing to install on a submit host), it answers the narrow questions most readers ask through an index
+without reading the rest (the pytest items and junit.xml want each item's verdicts and the pairs that did
+not pass, drain and attest the failures; see :data:`SELECTIONS`), many processes may read it while none
+writes, and ``sqlite3 verdicts.sqlite`` lets a person query it. The history store is SQLite already.
+
+Runs written before the split (verdicts inside results.json) are read as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from clusteraccept.rundir import read_json, write_json
+
+RESULTS = "results.json"
+STORE = "verdicts.sqlite"
+SCHEMA = 1
+_COLUMNS = (
+    "seq", "check_id", "family", "subject", "owner", "outcome", "message", "value_num", "value_text",
+    "ref", "lower", "upper", "unit", "evidence", "labels",
+)  # fmt: skip
+# What a reader needs: "all" every verdict; "items" what the items and junit.xml show: every verdict a node
+# or block owns, and the pairs' verdicts that did not pass (their evidence, judge/items.py); "bad" the
+# failures and errors only.
+SELECTIONS = ("all", "items", "bad")
+
+
+def _row(seq: int, v: Mapping[str, Any]) -> tuple[Any, ...]:
+    value = v.get("value")
+    num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+    text = None if num is not None or value is None else str(value)
+    labels = v.get("labels") or {}
+    return (
+        seq,
+        v["check"],
+        v["family"],
+        v["subject"],
+        v["subject"].split(":", 1)[0],
+        v["outcome"],
+        v.get("message") or "",
+        num,
+        text,
+        v.get("ref"),
+        v.get("lower"),
+        v.get("upper"),
+        v.get("unit") or "",
+        "\n".join(v.get("evidence") or ()),
+        json.dumps(labels, separators=(",", ":")) if labels else "",
+    )
+
+
+def _verdict(r: tuple[Any, ...]) -> dict[str, Any]:
+    _, check, family, subject, _, outcome, message, num, text, ref, lo, hi, unit, evidence, labels = r
+    return {
+        "check": check,
+        "family": family,
+        "subject": subject,
+        "outcome": outcome,
+        "message": message,
+        "value": num if num is not None else text,
+        "ref": ref,
+        "lower": lo,
+        "upper": hi,
+        "unit": unit,
+        "evidence": evidence.split("\n") if evidence else [],
+        "labels": json.loads(labels) if labels else {},
+    }
+
+
+def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Write the verdicts to verdicts.sqlite, then results.json without them (its ``record`` says where
+    they are and how many). Both atomically: a reader sees the old record or the new one."""
+    tmp = run_dir / f".{STORE}.tmp"
+    tmp.unlink(missing_ok=True)
+    counts: Counter[str] = Counter()
+    con = sqlite3.connect(tmp)
+    try:
+        con.executescript(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
+            "CREATE TABLE verdicts (seq INTEGER PRIMARY KEY, check_id TEXT NOT NULL, family TEXT NOT NULL,"
+            " subject TEXT NOT NULL, owner TEXT NOT NULL, outcome TEXT NOT NULL, message TEXT NOT NULL,"
+            " value_num REAL, value_text TEXT, ref REAL, lower REAL, upper REAL, unit TEXT NOT NULL,"
+            " evidence TEXT NOT NULL, labels TEXT NOT NULL);"
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+        )
+        rows = []
+        for seq, v in enumerate(verdicts):
+            counts[v["outcome"]] += 1
+            rows.append(_row(seq, v))
+            if len(rows) >= 50_000:
+                con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+                rows.clear()
+        con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+        con.execute("CREATE INDEX by_owner ON verdicts (owner, family)")
+        con.execute("CREATE INDEX by_outcome ON verdicts (outcome)")
+        con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+        con.commit()
+    finally:
+        con.close()
+    tmp.replace(run_dir / STORE)
+    doc = {k: v for k, v in results.items() if k != "verdicts"}
+    doc["record"] = {"verdicts": STORE, "schema": SCHEMA, "counts": dict(sorted(counts.items()))}
+    write_json(run_dir / RESULTS, doc)
+    return doc
+
+
+def rows(run_dir: Path, select: str = "all", nodes: Iterable[str] = ()) -> Iterator[dict[str, Any]]:
+    """The run's verdicts (dicts as ``Verdict.to_dict``) in the judges' order. ``select``: one of
+    :data:`SELECTIONS`; ``items`` needs the node and block names (``nodes``) to tell a pair from an owner."""
+    if select not in SELECTIONS:
+        raise ValueError(f"select: expected one of {', '.join(SELECTIONS)}, got {select!r}")
+    con = sqlite3.connect(f"file:{run_dir / STORE}?mode=ro", uri=True)
+    try:
+        if select == "all":
+            cur = con.execute("SELECT * FROM verdicts ORDER BY seq")
+        elif select == "bad":
+            cur = con.execute("SELECT * FROM verdicts WHERE outcome IN ('fail', 'error') ORDER BY seq")
+        else:
+            con.execute("CREATE TEMP TABLE owners (name TEXT PRIMARY KEY)")
+            con.executemany("INSERT OR IGNORE INTO temp.owners VALUES (?)", ((n,) for n in nodes))
+            cur = con.execute(
+                "SELECT * FROM verdicts WHERE outcome != 'pass'"
+                " OR owner IN (SELECT name FROM temp.owners) ORDER BY seq"
+            )
+        for r in cur:
+            yield _verdict(r)
+    finally:
+        con.close()
+
+
+def load(run_dir: Path, select: str = "all", owners: Iterable[str] = ()) -> dict[str, Any]:
+    """results.json with its ``verdicts`` (``select``, see :func:`rows`); a run written before the split
+    comes back as it was written (every verdict)."""
+    results: dict[str, Any] = read_json(run_dir / RESULTS)
+    if "verdicts" not in results and (results.get("record") or {}).get("verdicts"):
+        results["verdicts"] = list(rows(run_dir, select, owners))
+    return results
+
+
+def has_verdicts(results: Mapping[str, Any]) -> bool:
+    """Whether the run judged anything (without reading the store)."""
+    if "verdicts" in results:
+        return bool(results["verdicts"])
+    return bool(sum((results.get("record") or {}).get("counts", {}).values()))
