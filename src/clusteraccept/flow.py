@@ -18,12 +18,12 @@ from typing import Any, Protocol
 from clusteraccept import checks
 from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence
-from clusteraccept.jobs.archive import archive, archive_name, load
+from clusteraccept.jobs.archive import archive_job, load_all
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
-from clusteraccept.redact import redact_evidence, redact_text
+from clusteraccept.redact import redact_text
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import read_json
 from clusteraccept.site.model import Site
@@ -201,14 +201,11 @@ def execute(req: Request) -> dict[str, Any]:
         outcomes = [unavailable, *outcomes]
     results["jobs"] = [_outcome_dict(o) for o in outcomes]
     archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    raw = req.run_dir / "raw"
     for o in outcomes:
-        for ev in o.evidence:  # archive everything BEFORE any parser sees it
-            ev = redact_evidence(ev)  # judged as archived: no message can quote a secret
-            family = ev.meta.get("check", "misc")
-            name = archive_name(ev)
-            path = archive(ev, raw, family, name)
-            archived[family].append((ev, str(path.relative_to(req.run_dir))))
+        # archive everything BEFORE any parser sees it, redacted: judged as archived, no message can quote
+        # a secret
+        for ev, ref in archive_job(req.run_dir, o.name, o.evidence):
+            archived[ev.meta.get("check", "misc")].append((ev, ref))
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
@@ -222,9 +219,8 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     results: dict[str, Any] = read_json(run_dir / RESULTS)
     results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
     archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    for path in sorted((run_dir / "raw").glob("*/*/*.json")):
-        ev = load(path)
-        archived[ev.meta.get("check", path.parent.parent.name)].append((ev, str(path.relative_to(run_dir))))
+    for ev, ref in load_all(run_dir):
+        archived[ev.meta.get("check", "misc")].append((ev, ref))
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
     verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from clusteraccept.jobs.archive import load_all
 from clusteraccept.judge import record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,8 +68,9 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
     assert all(j["missing"] == [] for j in results["jobs"])
     assert all(j["job_id"].isdigit() for j in results["jobs"])
     # counter snapshots came back from every node through the snapshot srun, and convict with the step
+    members = {ref.split("#", 1)[1] for _, ref in load_all(run)}
     for node, block in (("node1", "leaf1"), ("node3", "leaf2")):
-        snaps = {p.name for p in (run / "raw" / "nccl" / node).glob("counters_*.json")}
+        snaps = {m.rpartition("/")[2] for m in members if m.startswith(f"nccl/{node}/counters_")}
         assert {f"counters_campaign-{block}-s000.json", "counters_campaign-cross-s000.json"} <= snaps, snaps
     link = next(
         v for v in results["verdicts"] if v["check"] == "nccl.link_errors" and v["subject"] == "node2:rail1"
@@ -79,6 +81,6 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
         )
         and "symbol_error +40, port_rcv_errors +8 during " in link["message"]
     ), link
-    hosts = {p.name for p in (run / "raw" / "topology").iterdir()}
+    hosts = {m.split("/")[1] for m in members if m.startswith("topology/")}
     assert hosts == {"node1", "node2", "node3", "node4"}
     assert (run / "report.html").exists() and (run / "junit.xml").exists()

@@ -12,7 +12,7 @@ import pytest
 
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
-from clusteraccept.jobs.archive import archive, load
+from clusteraccept.jobs.archive import archive_job, load, load_all, read
 from clusteraccept.judge.verdicts import Outcome, judge
 from clusteraccept.redact import REDACTED, redact_text
 from clusteraccept.site.baselines import Reference, lookup
@@ -50,13 +50,21 @@ def test_redaction() -> None:
     assert "NCCL_DEBUG=INFO" in out and out.count(REDACTED) == 4
 
 
-def test_archive_redacts_and_roundtrips(tmp_path: Path) -> None:
-    ev = Evidence("node1", "nccl-tests", argv=("x",), stdout="GITHUB_TOKEN=ghp_secret\nok\n")
-    path = archive(ev, tmp_path, "nccl")
-    assert path.parent == tmp_path / "nccl" / "node1"
-    back = load(path)
+def test_archive_redacts_bundles_and_roundtrips(tmp_path: Path) -> None:
+    secret = "GITHUB_TOKEN=ghp_secret\nok\n"
+    ev = Evidence("node1", "nccl-tests", argv=("x",), stdout=secret, meta={"check": "nccl"})
+    ((back, ref), (_, twice)) = archive_job(tmp_path, "probe-nodes", [ev, ev])
+    assert ref == "raw/probe-nodes/node1.jsonl.gz#nccl/node1/nccl-tests.json"
+    assert twice == "raw/probe-nodes/node1.jsonl.gz#nccl/node1/nccl-tests.2.json"  # both kept
     assert "ghp_secret" not in back.stdout and back.stdout.endswith("ok\n")
-    assert archive(ev, tmp_path, "nccl") != path  # never overwrites
+    assert read(tmp_path, ref) == back.to_dict() and [r for _, r in load_all(tmp_path)] == [ref, twice]
+    (_, again), _ = archive_job(tmp_path, "probe-nodes", [ev, ev])
+    assert again.startswith("raw/probe-nodes/node1.2.jsonl.gz#")  # never overwrites a bundle
+    # a run archived before bundles: one JSON file per evidence, read as it is
+    old = tmp_path / "raw" / "nccl" / "node2" / "x.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps(back.to_dict()))
+    assert load(old) == back and "raw/nccl/node2/x.json" in {r for _, r in load_all(tmp_path)}
 
 
 def test_reference_semantics() -> None:

@@ -108,7 +108,11 @@ NEVER = {
     ),
     "clusteraccept.judge": AFTER_JUDGING,
     "clusteraccept.checks": AFTER_JUDGING,
-    "clusteraccept.report": ("clusteraccept.jobs", "clusteraccept.flow", *ABOVE_THE_RUN),
+    # the report quotes raw evidence: from the job layer it reads the archive (its format's one owner) only
+    "clusteraccept.report": (
+        "clusteraccept.jobs.submit", "clusteraccept.jobs.slurm_clients", "clusteraccept.jobs.node_entry",
+        "clusteraccept.jobs.spool", "clusteraccept.flow", *ABOVE_THE_RUN,
+    ),
     "clusteraccept.flow": ABOVE_THE_RUN,
     "clusteraccept.ops": ("clusteraccept.plugin", "clusteraccept.__main__"),
 }  # fmt: skip

@@ -15,7 +15,6 @@ baselines is refused: rejudge the run first). The evidence the rerun replaces mo
 from __future__ import annotations
 
 import re
-import shutil
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -24,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.evidence import Evidence, slug
+from clusteraccept.evidence import Evidence
 from clusteraccept.families import PROBED
-from clusteraccept.jobs.archive import archive, archive_name, load
+from clusteraccept.jobs import archive
 from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, make_plan
 from clusteraccept.site.campaign import COLLECTIVES
 from clusteraccept.site.model import Site
@@ -187,38 +186,22 @@ def merge_jobs(
     return jobs + new, superseded
 
 
-_NUMBERED = r"(\.\d+)?\.json"
-
-
 def supersede(run_dir: Path, rerun: Rerun, n: int) -> list[str]:
     """Move the evidence the rerun replaces out of raw/ into superseded/r<n>/ (same layout)."""
-    raw, dest = run_dir / "raw", run_dir / "superseded" / f"r{n}"
-    moved: list[Path] = []
-    for node in rerun.nodes:
-        for family in PROBED:
-            d = raw / family / slug(node)
-            if d.is_dir():
-                moved += sorted(d.glob("*.json"))
-    for step in rerun.steps:
-        collective, subject = step.split(":", 1)
-        base = re.escape(slug(f"{collective}_{subject}"))
-        d = raw / "nccl" / slug(subject)
-        if d.is_dir():
-            moved += [p for p in sorted(d.glob("*.json")) if re.fullmatch(base + _NUMBERED, p.name)]
-    out = []
-    for p in moved:
-        target = dest / p.relative_to(raw)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(p), target)
-        out.append(str(target.relative_to(run_dir)))
-    return out
+    nodes = set(rerun.nodes)
+
+    def gone(ev: Evidence) -> bool:
+        if ev.meta.get("check") in PROBED and ev.host in nodes and "subject" not in ev.meta:
+            return True
+        return f"{ev.meta.get('collective')}:{ev.meta.get('subject')}" in rerun.steps
+
+    return archive.supersede(run_dir, gone, run_dir / "superseded" / f"r{n}")
 
 
 def _archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:
     out: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    for path in sorted((run_dir / "raw").glob("*/*/*.json")):
-        ev = load(path)
-        out[ev.meta.get("check", path.parent.parent.name)].append((ev, str(path.relative_to(run_dir))))
+    for ev, ref in archive.load_all(run_dir):
+        out[ev.meta.get("check", "misc")].append((ev, ref))
     return out
 
 
@@ -275,10 +258,7 @@ def resume_run(
         layer.submit_campaign(cj)
     outcomes = layer.wait()
     for o in outcomes:
-        for ev in o.evidence:
-            family = ev.meta.get("check", "misc")
-            name = archive_name(ev)
-            archive(ev, run_dir / "raw", family, name)
+        archive.archive_job(run_dir, o.name, o.evidence)  # before anything parses it
     archived = _archived(run_dir)
     new_jobs = [flow._outcome_dict(o) for o in outcomes]
     results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)

@@ -1,4 +1,5 @@
-"""Excerpts of archived raw evidence (``raw/<check>/<host>/*.json``) for the report's failures.
+"""Excerpts of archived raw evidence (jobs/archive.py: a bundle's member, or one file of an older run) for
+the report's failures.
 
 The lines shown are the ones an engineer would look for: the nccl-tests rows of the failing sizes (with
 the table header above them), the lines naming the failing GPU / HCA / PCI device, or the whole output when
@@ -8,7 +9,6 @@ it is short (sysfs values); plus the stderr tail when the command failed. Raw fi
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.jobs import archive
 from clusteraccept.redact import redact_text
 
 CONTEXT = 2
@@ -83,8 +84,8 @@ def _windows(lines: Sequence[str], hits: set[int], keep: set[int]) -> tuple[Line
 def excerpt(run_dir: Path, path: str, sizes: Iterable[int] = (), tokens: Iterable[str] = ()) -> Excerpt:
     """The relevant lines of one archived evidence file (a missing/unreadable file says so)."""
     try:
-        ev = json.loads((run_dir / path).read_text())
-    except (OSError, ValueError) as exc:
+        ev = archive.read(run_dir, path)
+    except (OSError, ValueError, KeyError) as exc:
         return Excerpt(path, "", (), missing=f"not readable: {type(exc).__name__}")
     argv = ev.get("argv") or []
     what = f"$ {shlex.join(argv)}" if argv else f"read {ev.get('path', '')}"

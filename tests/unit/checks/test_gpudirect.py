@@ -19,6 +19,7 @@ from clusteraccept.checks.gpudirect import driver_flavor
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs import node_entry
+from clusteraccept.jobs.archive import read
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.lspci import parse as parse_lspci
 from clusteraccept.probes import gpudirect as probe_gpudirect
@@ -99,7 +100,7 @@ def test_demo_faults_fail_exactly_their_check(demo_run: Run) -> None:
     )
     for v in verdicts:
         if v.outcome in (Outcome.PASS, Outcome.FAIL):
-            assert v.evidence and all((tmp / p).exists() for p in v.evidence), v.test_id
+            assert v.evidence and all(read(tmp, p) for p in v.evidence), v.test_id
 
 
 def test_without_baseline_write_bw_is_skipped_with_the_key(demo_run: Run) -> None:

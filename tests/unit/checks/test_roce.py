@@ -19,7 +19,7 @@ from clusteraccept import checks, flow
 from clusteraccept.checks import roce
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs import node_entry
-from clusteraccept.jobs.archive import archive
+from clusteraccept.jobs.archive import archive_job, read
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.plan.subjects import rail_subject, subjects
 from clusteraccept.render import REPO_ROOT
@@ -68,12 +68,11 @@ def collect(
     options = flow.probe_options(site)
     for node in site.nodes:
         monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", node)
-        for i, ev in enumerate(node_entry.collect_node(("roce",), options)):
-            if ev.meta["check"] == "roce":
-                path = (
-                    archive(ev, tmp_path / "raw", "roce") if demo else tmp_path / f"raw/roce/{node}/{i}.json"
-                )
-                out.append((ev, str(path.relative_to(tmp_path))))
+        evs = [e for e in node_entry.collect_node(("roce",), options) if e.meta["check"] == "roce"]
+        if demo:
+            out += archive_job(tmp_path, "probe-nodes", evs)
+        else:
+            out += [(ev, f"raw/roce/{node}/{i}.json") for i, ev in enumerate(evs)]
     return out
 
 
@@ -134,7 +133,7 @@ def test_demo_roce_each_fault_fails_exactly_its_check(
     assert (
         ecn_ok.outcome is Outcome.PASS
         and ecn_ok.evidence
-        and all((tmp_path / p).exists() for p in ecn_ok.evidence)
+        and all(read(tmp_path, p) for p in ecn_ok.evidence)
     )
 
 

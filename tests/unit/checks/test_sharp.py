@@ -13,7 +13,7 @@ from clusteraccept import checks, flow
 from clusteraccept.checks import sharp
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs import node_entry
-from clusteraccept.jobs.archive import archive
+from clusteraccept.jobs.archive import archive_job
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import hosts as sim_hosts
@@ -39,9 +39,8 @@ def collect(site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list
     out: list[Archived] = []
     for node in site.nodes:
         monkeypatch.setenv("CLUSTERACCEPT_HOSTNAME", node)
-        for ev in node_entry.collect_node(("sharp",), flow.probe_options(site)):
-            if ev.meta["check"] == "sharp":
-                out.append((ev, str(archive(ev, tmp_path / "raw", "sharp").relative_to(tmp_path))))
+        collected = node_entry.collect_node(("sharp",), flow.probe_options(site))
+        out += archive_job(tmp_path, "probe-nodes", [e for e in collected if e.meta["check"] == "sharp"])
     return out
 
 

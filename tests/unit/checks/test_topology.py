@@ -19,7 +19,7 @@ import yaml
 from clusteraccept import checks, flow
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs import node_entry
-from clusteraccept.jobs.archive import archive
+from clusteraccept.jobs.archive import archive_job, read
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.plan.subjects import subjects
 from clusteraccept.render import REPO_ROOT
@@ -53,10 +53,10 @@ def collect(site: Site, families: tuple[str, ...], tmp: Path) -> dict[str, list[
         mp.setenv("CLUSTERACCEPT_HOST_PROFILE", str(tmp / "hosts"))
         for node in site.nodes:
             mp.setenv("CLUSTERACCEPT_HOSTNAME", node)
-            for ev in node_entry.collect_node(families, flow.probe_options(site)):
-                if ev.meta["check"] in out:
-                    path = archive(ev, tmp / "raw", ev.meta["check"])
-                    out[ev.meta["check"]].append((ev, str(path.relative_to(tmp))))
+            collected = node_entry.collect_node(families, flow.probe_options(site))
+            evs = [e for e in collected if e.meta["check"] in out]
+            for ev, ref in archive_job(tmp, "probe-nodes", evs):
+                out[ev.meta["check"]].append((ev, ref))
     return out
 
 
@@ -137,7 +137,7 @@ def test_demo_faults_fail_exactly_their_check(demo_run: tuple[Site, Path, list[A
     inventory = one(verdicts, "topology.gpu_inventory", "node1")
     assert inventory.message == "node1: 8 x NVIDIA H100 80GB HBM3 (nvidia-smi), as node type h100 expects"
     for v in verdicts:  # every verdict carries the archived evidence it was judged on
-        assert v.evidence and all((tmp / p).exists() for p in v.evidence), v.test_id
+        assert v.evidence and all(read(tmp, p) for p in v.evidence), v.test_id
 
 
 def test_nic_pcie_x8_fault_and_port_down(demo_run: tuple[Site, Path, list[Archived]]) -> None:
@@ -212,5 +212,5 @@ def test_missing_and_unparsable_evidence_are_errors(demo_run: tuple[Site, Path, 
         "node4: no topology evidence came back from this node")
     bad = one(verdicts, "topology.gpu_nic_affinity", "node2:gpu5")
     assert bad.message.startswith(
-        "node2 gpu5: could not parse nvidia-smi topo -m output (raw/topology/node2/")
+        "node2 gpu5: could not parse nvidia-smi topo -m output (raw/probe-nodes/node2.jsonl.gz#topology/")
     assert "line 2: expected" in bad.message

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import Evidence
-from clusteraccept.jobs.archive import archive
+from clusteraccept.jobs.archive import archive_job, load_all, read
 from clusteraccept.ops.resume import Rerun, merge_jobs, reduced_plan, supersede, what_to_rerun
 from clusteraccept.plan.jobs import make_plan
 from clusteraccept.site.load import load_site
@@ -109,20 +108,27 @@ def test_merge_moves_fully_rerun_jobs_out_and_keeps_the_rest() -> None:
 
 
 def test_supersede_moves_exactly_the_replaced_evidence(tmp_path: Path) -> None:
-    raw = tmp_path / "raw"
+    def ev(host: str, check: str, **meta: str) -> Evidence:
+        return Evidence(host, "x", stdout="y", meta={"check": check, **meta})
 
-    def put(host: str, check: str, name: str | None) -> Path:
-        return archive(Evidence(host, "x", stdout="y", meta={"check": check}), raw, check, name)
-
-    rail1 = put("node3-node4:rail1", "nccl", "sendrecv_node3-node4:rail1")
-    again = put("node3-node4:rail1", "nccl", "sendrecv_node3-node4:rail1")  # .2.json
-    rail10 = put("node3-node4:rail10", "nccl", "sendrecv_node3-node4:rail10")
-    topo = put("node4", "topology", None)
-    other = put("node3", "topology", None)
+    step = {"collective": "sendrecv", "round_index": "2"}
+    archived = dict(
+        (e.host + e.meta.get("subject", ""), ref)
+        for e, ref in [
+            *archive_job(tmp_path, "campaign-leaf2", [
+                ev("node3", "nccl", subject="node3-node4:rail1", **step),
+                ev("node3", "nccl", subject="node3-node4:rail10", **step),
+            ]),
+            *archive_job(tmp_path, "probe-nodes", [ev("node4", "topology"), ev("node3", "topology")]),
+        ]
+    )  # fmt: skip
     moved = supersede(tmp_path, Rerun(("node4",), frozenset({"sendrecv:node3-node4:rail1"})), 1)
-    assert sorted(moved) == sorted(f"superseded/r1/{p.relative_to(raw)}" for p in (rail1, again, topo))
-    assert rail10.exists() and other.exists() and not rail1.exists()
-    assert json.loads((tmp_path / moved[0]).read_text())["stdout"] == "y"
+    assert len(moved) == 2 and all(m.startswith("superseded/r1/") for m in moved)
+    left = {ref for _, ref in load_all(tmp_path)}
+    assert left == {archived["node3node3-node4:rail10"], archived["node3"]}
+    assert {read(tmp_path, m)["host"] for m in moved} == {"node3", "node4"}
+    assert all(read(tmp_path, m)["stdout"] == "y" for m in moved)
+    assert not (tmp_path / "raw" / "probe-nodes" / "node4.jsonl.gz").exists()  # nothing left in it
 
 
 def test_steps_killed_with_their_job_are_rerun_finished_ones_are_not() -> None:

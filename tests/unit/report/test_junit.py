@@ -76,7 +76,7 @@ def test_one_suite_per_family_one_case_per_item(demo_run: DemoRun) -> None:
     assert failure is not None and failure.get("message") == f"{pcie['check']}: {pcie['message']}"
     out = (tc.findtext("system-out") or "").splitlines()
     assert out[0].startswith("verdicts=fail=1 pass=") and f"[{pcie['check']}[node1:gpu6]]" in out
-    assert any(line.startswith("evidence=raw/topology/node1/") for line in out)
+    assert any(line.startswith("evidence=raw/probe-nodes/node1.jsonl.gz#topology/node1/") for line in out)
 
     suite, tc = by["nccl[leaf2]"]
     assert suite == "nccl-blocks"

@@ -10,6 +10,7 @@ and a job message. Plus the real demo run, whose site puts credentials in the jo
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -43,10 +44,13 @@ LEAKS = {
 
 
 def outputs(run: Path) -> dict[Path, bytes]:
+    """Every output file's bytes (raw/'s bundles decompressed: a secret must not hide in them either)."""
     files = [p for p in (run / "raw").rglob("*") if p.is_file()]
+    plain = {p: gzip.decompress(p.read_bytes()) for p in files if p.suffix == ".gz"}
+    files = [p for p in files if p not in plain]
     files += [run / n for n in ("results.json", "verdicts.sqlite", "junit.xml", "report.html")]
     files += [run.parent / "history.sqlite"]
-    return {p: p.read_bytes() for p in files}
+    return {**plain, **{p: p.read_bytes() for p in files}}
 
 
 def leaked(files: dict[Path, bytes], values: list[str]) -> list[str]:
