@@ -173,9 +173,9 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
     )
     assert now["node1"].drained and now["node1"].reason == "admin: PSU swap"  # untouched, reason kept
     assert not now["node2"].drained and not now["node4"].drained
-    record = json.loads((run2 / "drain.json").read_text())
-    assert [a["node"] for a in record["actions"]] == ["node3"]
-    assert any(s["node"] == "node1" and "someone else" in s["why"] for s in record["skipped"])
+    drained = json.loads((run2 / "drain.json").read_text())
+    assert [a["node"] for a in drained["actions"]] == ["node3"]
+    assert any(s["node"] == "node1" and "someone else" in s["why"] for s in drained["skipped"])
     # An older run that found node3 clean never undoes the newer drain.
     undo = subprocess.run(
         [PY, "-m", "clusteraccept", "undrain", "--site", str(site), str(run1), "--apply"],

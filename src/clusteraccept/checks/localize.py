@@ -20,7 +20,7 @@ Rules, most specific evidence first, each slow row explained at most once:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -33,6 +33,7 @@ class Culprit:
     convicting: tuple[str, ...]  # the slow (pair:rail) results that convicted it
     healthy: tuple[str, ...]  # results that exonerate the alternatives (e.g. its other rails)
     message: str
+    untested: bool = False  # convicted only by steps that did not run or print numbers (frame "failed")
 
 
 def _keys(frame: pd.DataFrame) -> pd.Series:
@@ -61,6 +62,17 @@ def _long(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
+    """The culprits; each is ``untested`` when every result convicting it is a step that did not run or
+    print numbers (an optional column ``failed`` == "error"): a dead node is named, not measured."""
+    culprits = _localize(frame, min_partners)
+    if not culprits or "failed" not in frame:
+        return culprits
+    keyed = frame.assign(key=_keys(frame))
+    measured = set(keyed.loc[keyed["failed"] != "error", "key"])
+    return [replace(c, untested=not measured.intersection(c.convicting)) for c in culprits]
+
+
+def _localize(frame: pd.DataFrame, min_partners: int) -> list[Culprit]:
     if frame.empty or not frame["slow"].any():
         return []
     frame = frame.reset_index(drop=True).assign(key=_keys)

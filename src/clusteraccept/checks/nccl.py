@@ -82,7 +82,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
                 evid,
             )
-        ], _failed_row(meta)
+        ], _failed_row(meta, "error")
     fallback = ev.source == "torch-nccl"
     try:
         result = (
@@ -98,7 +98,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 f"could not parse {ev.source} output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
                 evid,
             )
-        ], _failed_row(meta)
+        ], _failed_row(meta, "error")
     gpus = site.node_type(_expected_hosts(meta)[0]).gpus
     nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
     findings = launch_checks(
@@ -126,9 +126,8 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
     ]
     rows: list[dict[str, Any]] = []
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
-        return verdicts, _failed_row(
-            meta
-        )  # the numbers are not what they claim to be: judging them would mislead
+        # the numbers are not what they claim to be: judging them would mislead
+        return verdicts, _failed_row(meta, "fail")
     rail = f".rail{meta['rail']}" if meta.get("rail") else ""
     for row in result.rows:
         size = format_size(row.size_B)
@@ -168,14 +167,17 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 "busbw_GBps": value,
                 "ref_GBps": reference.ref if reference else None,
                 "slow": v.outcome is Outcome.FAIL or bool(bad),  # a failed launch counts against the pair
+                "failed": "fail" if bad else "",
             }
         )
-    return verdicts, rows or (_failed_row(meta) if bad else [])
+    return verdicts, rows or (_failed_row(meta, "fail") if bad else [])
 
 
-def _failed_row(meta: dict[str, str]) -> list[dict[str, Any]]:
-    """A pair step that failed to launch or to produce numbers, as a slow row of the localization frame: a
-    node that fails with every partner is the culprit, its partners are not (checks/localize.py)."""
+def _failed_row(meta: dict[str, str], how: str) -> list[dict[str, Any]]:
+    """A pair step that failed its launch checks (``how`` "fail") or did not run or print numbers at all
+    ("error": timed out, could not start, unparsable), as a slow row of the localization frame: a node that
+    fails with every partner is the culprit, its partners are not (checks/localize.py); one blamed on
+    errors alone was not measured, and its verdict is an ERROR, not a FAIL."""
     if meta.get("kind") != "pair":
         return []
     return [
@@ -189,6 +191,7 @@ def _failed_row(meta: dict[str, str]) -> list[dict[str, Any]]:
             "busbw_GBps": float("nan"),
             "ref_GBps": None,
             "slow": True,
+            "failed": how,
         }
     ]
 
@@ -208,10 +211,12 @@ def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         "busbw_GBps",
         "ref_GBps",
         "slow",
+        "failed",
     ]
     if not pairs:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(pairs)
+    df["failed"] = df["failed"].fillna("") if "failed" in df else ""
     df["a"] = df["nodes"].str[0]
     df["b"] = df["nodes"].str[1]
     df["rail"] = df["rail"].astype(int)
@@ -233,13 +238,19 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
                 f"{' ...' if len(c.convicting) > 6 else ''}]"
                 for c in cs
             )
+            untested = all(c.untested for c in cs)
             verdicts.append(
                 Verdict(
                     "nccl.localization",
                     FAMILY,
                     node,
-                    Outcome.FAIL,
-                    f"culprit: {msg}",
+                    Outcome.ERROR if untested else Outcome.FAIL,
+                    (
+                        f"not tested: every step that names it did not run or print numbers (timed out, "
+                        f"could not start): a dead or unreachable node, not a measurement: {msg}"
+                        if untested
+                        else f"culprit: {msg}"
+                    ),
                     value=", ".join(c.subject for c in cs),
                     labels={"culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs)},
                 )
