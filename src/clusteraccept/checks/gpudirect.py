@@ -19,7 +19,8 @@ Evidence: probes/gpudirect.py. Verdicts:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from clusteraccept.checks.hostfacts import (
@@ -333,31 +334,58 @@ def _write_bw_verdict(
     )
 
 
-def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> Verdict:
+@dataclass(frozen=True)
+class _Logs:
+    """The NCCL INFO logs, each parsed once: per host, the first log with NET channels of that host (its
+    position, those channels, its path); and the first log that did not parse (position, why, path)."""
+
+    first: Mapping[str, tuple[int, tuple[Any, ...], str]]
+    unparsable: tuple[int, str, str] | None
+
+
+def _index_logs(logs: Sequence[tuple[Any, str]]) -> _Logs:
+    first: dict[str, tuple[int, tuple[Any, ...], str]] = {}
+    unparsable: tuple[int, str, str] | None = None
+    for i, (ev, path) in enumerate(logs):
+        result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
+        if result is None:
+            unparsable = unparsable or (i, str(why), path)
+            continue
+        by_host: dict[str, list[Any]] = {}
+        for c in result.net_channels():
+            if c.host is not None:
+                by_host.setdefault(c.host, []).append(c)
+        for host, channels in by_host.items():
+            first.setdefault(host, (i, tuple(channels), path))
+    return _Logs(first, unparsable)
+
+
+def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs) -> Verdict:
+    """Judged on the first log (in archive order) with NET channels of the node; a log that did not parse
+    before it is an ERROR (it may have been the node's)."""
     check = "gpudirect.nccl_gdrdma"
     if _no_hca(ne):
         return skip(check, FAMILY, node, _no_rdma(node), _ib_ev(ne))
-    for ev, path in logs:
-        result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
-        if result is None:
-            return error(check, FAMILY, node, f"{node}: {why}", (path,))
-        mine = [c for c in result.net_channels() if c.host == node]
-        if mine:
-            plain = [c for c in mine if not c.gdrdma]
-            return expect(
-                check,
-                FAMILY,
-                node,
-                not plain,
-                f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
-                "channels use /GDRDMA"
-                + (f" (channel {plain[0].channel}: via {plain[0].via})" if plain else ""),
-                evidence=(path,),
-            )
-    return skip(check, FAMILY, node, "needs the pair campaign's NCCL INFO log")
+    hit, bad = logs.first.get(node), logs.unparsable
+    if bad is not None and (hit is None or bad[0] < hit[0]):
+        return error(check, FAMILY, node, f"{node}: {bad[1]}", (bad[2],))
+    if hit is None:
+        return skip(check, FAMILY, node, "needs the pair campaign's NCCL INFO log")
+    _, mine, path = hit
+    plain = [c for c in mine if not c.gdrdma]
+    return expect(
+        check,
+        FAMILY,
+        node,
+        not plain,
+        f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
+        "channels use /GDRDMA"
+        + (f" (channel {plain[0].channel}: via {plain[0].via})" if plain else ""),
+        evidence=(path,),
+    )
 
 
-def _node(site: Site, node: str, ne: NodeEvidence, logs: list[tuple[Any, str]]) -> list[Verdict]:
+def _node(site: Site, node: str, ne: NodeEvidence, logs: _Logs) -> list[Verdict]:
     addrs, why = gpu_addresses(ne)
     out = [_peermem(node, ne), _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
     for k in range(site.node_type(node).gpus):
@@ -389,9 +417,7 @@ def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
-    logs = [
-        (ev, p)
-        for ev, p in evidence
-        if ev.source in ("nccl-debug", "nccl-tests") and "NCCL INFO" in ev.stdout
-    ]
+    sources = ("nccl-debug", "nccl-tests")
+    # each log parsed once, not once per node: 68,000 logs at 256 nodes
+    logs = _index_logs([(ev, p) for ev, p in evidence if ev.source in sources and "NCCL INFO" in ev.stdout])
     return judge_nodes(site, evidence, nodes, FAMILY, lambda s, n, ne: _node(s, n, ne, logs), _missing)
