@@ -343,10 +343,14 @@ class _Logs:
     unparsable: tuple[int, str, str] | None
 
 
-def _index_logs(logs: Sequence[tuple[Any, str]]) -> _Logs:
+def _index_logs(logs: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> _Logs:
+    """In archive order, until every one of ``nodes`` has its log (the rest cannot change a verdict)."""
     first: dict[str, tuple[int, tuple[Any, ...], str]] = {}
     unparsable: tuple[int, str, str] | None = None
+    wanted = set(nodes)
     for i, (ev, path) in enumerate(logs):
+        if wanted <= first.keys():
+            break
         result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
         if result is None:
             unparsable = unparsable or (i, str(why), path)
@@ -379,8 +383,7 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs) -> Verdict:
         node,
         not plain,
         f"{node}: {len(mine) - len(plain)}/{len(mine)} NET "
-        "channels use /GDRDMA"
-        + (f" (channel {plain[0].channel}: via {plain[0].via})" if plain else ""),
+        "channels use /GDRDMA" + (f" (channel {plain[0].channel}: via {plain[0].via})" if plain else ""),
         evidence=(path,),
     )
 
@@ -419,5 +422,7 @@ def _missing(site: Site, node: str, reason: str) -> list[Verdict]:
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
     sources = ("nccl-debug", "nccl-tests")
     # each log parsed once, not once per node: 68,000 logs at 256 nodes
-    logs = _index_logs([(ev, p) for ev, p in evidence if ev.source in sources and "NCCL INFO" in ev.stdout])
+    logs = _index_logs(
+        [(ev, p) for ev, p in evidence if ev.source in sources and "NCCL INFO" in ev.stdout], nodes
+    )
     return judge_nodes(site, evidence, nodes, FAMILY, lambda s, n, ne: _node(s, n, ne, logs), _missing)

@@ -197,3 +197,11 @@ def test_a_step_killed_with_its_job_leaves_both_nodes_untested_and_blames_nobody
     assert blamed(verdicts) == set()
     (untested,) = [v for v in verdicts if v.labels.get("untested")]
     assert untested.outcome is Outcome.ERROR and untested.subject.startswith(killed.subject)
+
+
+def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) -> None:
+    site = make_site([{"kind": "slow_rail", "node": "n05", "rail": 2, "factor": 0.5}])
+    serial = run(site)
+    monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)  # forked workers, each a contiguous range of steps
+    monkeypatch.setattr(nccl.os, "cpu_count", lambda: 3)
+    assert run(site) == serial
