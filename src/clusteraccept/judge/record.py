@@ -24,18 +24,43 @@ from clusteraccept.rundir import read_json, write_json
 
 RESULTS = "results.json"
 STORE = "verdicts.sqlite"
-SCHEMA = 1
+SCHEMA = 2  # 1: evidence and labels inline (never released)
 _COLUMNS = (
     "seq", "check_id", "family", "subject", "owner", "outcome", "message", "value_num", "value_text",
-    "ref", "lower", "upper", "unit", "evidence", "labels",
+    "ref", "lower", "upper", "unit", "evidence_id", "labels_id",
 )  # fmt: skip
+# A pair step's evidence is shared by its ~5 verdicts and a few hundred label sets cover millions of
+# verdicts: both are stored once, in their own tables (550 -> ~250 bytes a verdict at 256 nodes).
+_SELECT = (
+    "SELECT v.seq, v.check_id, v.family, v.subject, v.owner, v.outcome, v.message, v.value_num,"
+    " v.value_text, v.ref, v.lower, v.upper, v.unit, e.refs, l.json FROM verdicts v"
+    " LEFT JOIN evidence e ON e.id = v.evidence_id LEFT JOIN labels l ON l.id = v.labels_id"
+)
 # What a reader needs: "all" every verdict; "items" what the items and junit.xml show: every verdict a node
 # or block owns, and the pairs' verdicts that did not pass (their evidence, judge/items.py); "bad" the
 # failures and errors only.
 SELECTIONS = ("all", "items", "bad")
 
 
-def _row(seq: int, v: Mapping[str, Any]) -> tuple[Any, ...]:
+class _Interned:
+    """Strings stored once in a table of their own, by id."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def id_of(self, text: str) -> int | None:
+        if not text:
+            return None
+        got = self.ids.get(text)
+        if got is None:
+            got = self.ids[text] = len(self.ids) + 1
+        return got
+
+    def rows(self) -> Iterator[tuple[int, str]]:
+        return ((i, t) for t, i in self.ids.items())
+
+
+def _row(seq: int, v: Mapping[str, Any], evidence: _Interned, labels_of: _Interned) -> tuple[Any, ...]:
     value = v.get("value")
     num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     text = None if num is not None or value is None else str(value)
@@ -54,13 +79,16 @@ def _row(seq: int, v: Mapping[str, Any]) -> tuple[Any, ...]:
         v.get("lower"),
         v.get("upper"),
         v.get("unit") or "",
-        "\n".join(v.get("evidence") or ()),
-        json.dumps(labels, separators=(",", ":")) if labels else "",
+        evidence.id_of("\n".join(v.get("evidence") or ())),
+        labels_of.id_of(json.dumps(labels, separators=(",", ":"), sort_keys=True) if labels else ""),
     )
 
 
-def _verdict(r: tuple[Any, ...]) -> dict[str, Any]:
+def _verdict(r: tuple[Any, ...], parsed: dict[str, dict[str, str]]) -> dict[str, Any]:
     _, check, family, subject, _, outcome, message, num, text, ref, lo, hi, unit, evidence, labels = r
+    got = parsed.get(labels) if labels else None
+    if labels and got is None:
+        got = parsed[labels] = json.loads(labels)  # a few hundred distinct label sets: parsed once each
     return {
         "check": check,
         "family": family,
@@ -73,7 +101,7 @@ def _verdict(r: tuple[Any, ...]) -> dict[str, Any]:
         "upper": hi,
         "unit": unit,
         "evidence": evidence.split("\n") if evidence else [],
-        "labels": json.loads(labels) if labels else {},
+        "labels": dict(got) if got else {},
     }
 
 
@@ -90,17 +118,22 @@ def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str
             "CREATE TABLE verdicts (seq INTEGER PRIMARY KEY, check_id TEXT NOT NULL, family TEXT NOT NULL,"
             " subject TEXT NOT NULL, owner TEXT NOT NULL, outcome TEXT NOT NULL, message TEXT NOT NULL,"
             " value_num REAL, value_text TEXT, ref REAL, lower REAL, upper REAL, unit TEXT NOT NULL,"
-            " evidence TEXT NOT NULL, labels TEXT NOT NULL);"
+            " evidence_id INTEGER, labels_id INTEGER);"
+            "CREATE TABLE evidence (id INTEGER PRIMARY KEY, refs TEXT NOT NULL);"
+            "CREATE TABLE labels (id INTEGER PRIMARY KEY, json TEXT NOT NULL);"
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
         )
+        evidence, labels = _Interned(), _Interned()
         rows = []
         for seq, v in enumerate(verdicts):
             counts[v["outcome"]] += 1
-            rows.append(_row(seq, v))
+            rows.append(_row(seq, v, evidence, labels))
             if len(rows) >= 50_000:
                 con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
                 rows.clear()
         con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+        con.executemany("INSERT INTO evidence VALUES (?, ?)", evidence.rows())
+        con.executemany("INSERT INTO labels VALUES (?, ?)", labels.rows())
         con.execute("CREATE INDEX by_owner ON verdicts (owner, family)")
         con.execute("CREATE INDEX by_outcome ON verdicts (outcome)")
         con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
@@ -122,18 +155,17 @@ def rows(run_dir: Path, select: str = "all", nodes: Iterable[str] = ()) -> Itera
     con = sqlite3.connect(f"file:{run_dir / STORE}?mode=ro", uri=True)
     try:
         if select == "all":
-            cur = con.execute("SELECT * FROM verdicts ORDER BY seq")
+            cur = con.execute(f"{_SELECT} ORDER BY v.seq")
         elif select == "bad":
-            cur = con.execute("SELECT * FROM verdicts WHERE outcome IN ('fail', 'error') ORDER BY seq")
+            cur = con.execute(f"{_SELECT} WHERE v.outcome IN ('fail', 'error') ORDER BY v.seq")
         else:
             con.execute("CREATE TEMP TABLE owners (name TEXT PRIMARY KEY)")
             con.executemany("INSERT OR IGNORE INTO temp.owners VALUES (?)", ((n,) for n in nodes))
-            cur = con.execute(
-                "SELECT * FROM verdicts WHERE outcome != 'pass'"
-                " OR owner IN (SELECT name FROM temp.owners) ORDER BY seq"
-            )
+            owned = "v.owner IN (SELECT name FROM temp.owners)"
+            cur = con.execute(f"{_SELECT} WHERE v.outcome != 'pass' OR {owned} ORDER BY v.seq")
+        parsed: dict[str, dict[str, str]] = {}
         for r in cur:
-            yield _verdict(r)
+            yield _verdict(r, parsed)
     finally:
         con.close()
 
