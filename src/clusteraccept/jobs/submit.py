@@ -9,6 +9,7 @@ node) and a campaign driver (one allocation, ``slurm_use_srun=False``: the drive
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import sys
@@ -108,6 +109,17 @@ def slurm_parameters(
 
 def python_of(site: Site) -> str:
     return site.slurm.python or sys.executable
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _quote(token: str) -> str:
+    return shlex.quote(token)
+
+
+def _shell_line(argv: Sequence[str]) -> str:
+    """``shlex.join(argv)``, each token quoted once per process: a 16,384-node campaign writes ~4 million
+    step lines of ~34 tokens, nearly all of them repeats (flags, paths, environment)."""
+    return " ".join(_quote(t) for t in argv)
 
 
 class JobLayer:
@@ -244,7 +256,7 @@ class JobLayer:
         )
         lines = [snap_line] + [
             f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
-            + "".join(shlex.join(s.argv) + " &\n" for s in r.steps)
+            + "".join(_shell_line(s.argv) + " &\n" for s in r.steps)
             + "wait\n"
             + snap_line
             for r in job.rounds
