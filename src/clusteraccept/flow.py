@@ -55,6 +55,7 @@ class Request:
     families: tuple[str, ...]
     nccl: bool
     subjects: frozenset[str] | None = None  # campaign step subjects selected (-k); None = all
+    nodes: frozenset[str] | None = None  # the nodes probed and judged (-k node07, --nodes); None = all
     dry_run: bool = False
     executor: str | None = None
     scope: Scope | None = None  # --only-due: submit and judge only what is attestation-due
@@ -113,7 +114,8 @@ def _header(req: Request, plan: Plan) -> dict[str, Any]:
         "baselines_sha256": baselines_hash(site),
         "nodes": list(site.nodes),
         "blocks": {name: list(members) for name, members in site.blocks.items()},
-        "subset": req.subjects is not None,  # -k selected some campaign steps only: not a full acceptance
+        # -k / --nodes selected some campaign steps or nodes only: not a full acceptance
+        "subset": req.subjects is not None or req.nodes is not None,
         "plan": describe(plan),
     }
 
@@ -180,12 +182,17 @@ def execute(req: Request) -> dict[str, Any]:
     )
     plan = make_plan(site, families=req.families, nccl=campaigns)
     plan = _filter(plan, req.subjects, req.families, req.nccl)
+    if req.nodes is not None:  # -k node07 / --nodes: probe only the selected nodes, not the cluster
+        probes = (replace(pj, nodes=tuple(n for n in pj.nodes if n in req.nodes)) for pj in plan.probe_jobs)
+        plan = replace(plan, probe_jobs=tuple(pj for pj in probes if pj.nodes))
     if req.scope is not None:
         plan = req.scope.restrict(plan)
         unavailable = req.scope.unavailable(unavailable)
     results = _header(req, plan)
     if req.scope is not None:
         results["scope"] = req.scope.record(plan)
+    if req.nodes is not None:
+        results["selected_nodes"] = [n for n in site.nodes if n in req.nodes]
     if req.site.simulated and not req.dry_run:
         from clusteraccept.sim.prepare import prepare
 
@@ -257,7 +264,10 @@ def only_due(results: Mapping[str, Any]) -> bool:
 
 
 def judged_nodes(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[str, ...]:
-    """The nodes a run's node checks judge: every node, or only the due ones of a due-only run."""
+    """The nodes a run's node checks judge: every node, or only those it probed: the due ones of a due-only
+    run, the selected ones of a run restricted to some nodes (``-k node07``, ``--nodes``)."""
+    if "selected_nodes" in results:
+        nodes = [n for n in nodes if n in set(results["selected_nodes"])]
     if not only_due(results):
         return tuple(nodes)
     probed = set(results["scope"].get("nodes", ()))

@@ -65,6 +65,7 @@ class State:
     families: tuple[str, ...] = ()
     nccl: bool = False
     subjects: frozenset[str] | None = None
+    probe_nodes: frozenset[str] | None = None  # the nodes the selected node items need probed; None = all
     results: dict[str, Any] | None = None
     items: Items = field(default_factory=Items)  # the run's verdicts by item, made once per process
     step_names: dict[str, ItemNames] = field(default_factory=dict)  # -k: the names a step matches as
@@ -313,8 +314,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     )
     nccl_items = [(m, i) for m, i in selected if m.kwargs["family"] == "nccl"]
     state.nccl = bool(nccl_items)
-    nodes = _nodes_option(session.config, state.site) if state.site is not None else None
-    if state.site is None or not nccl_items or (not state.keyword and nodes is None):
+    if state.site is None:
+        return
+    probed = set()  # the nodes whose probes the selected items need (-k node07, --nodes: not all of them)
+    for m, i in selected:
+        if m.kwargs["family"] != "nccl":
+            subject = i.callspec.params["subject"]  # type: ignore[attr-defined]
+            probed |= {subject} if m.kwargs["per"] == "node" else set(_members(state.site, subject))
+    state.probe_nodes = None if not probed or probed >= set(state.site.nodes) else frozenset(probed)
+    nodes = _nodes_option(session.config, state.site)
+    if not nccl_items or (not state.keyword and nodes is None):
         return
     kinds = {m.kwargs["per"] for m, _ in nccl_items}
     expr = compile_keyword(state.keyword) if state.keyword else None
@@ -331,6 +340,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     wanted |= rail_steps(subjects(state.site, "pair_rail", plan), picked)
     every = {s.subject for s in plan.steps() if s.family == "nccl"}
     state.subjects = None if every <= wanted else wanted
+
+
+def _members(site: Site, block: str) -> tuple[str, ...]:
+    return site.blocks.get(block) or (site.nodes if block == "all" else ())
 
 
 def _results(config: pytest.Config) -> dict[str, Any]:
@@ -364,6 +377,7 @@ def _results(config: pytest.Config) -> dict[str, Any]:
                         families=state.families,
                         nccl=state.nccl,
                         subjects=state.subjects,
+                        nodes=state.probe_nodes,
                         dry_run=state.dry_run,
                         executor=state.executor,
                         scope=_decide_scope(state),

@@ -67,6 +67,16 @@ def test_nodes_selects_exact_names_and_submits_their_pairs(run_pytest: PytestRun
     assert bad.returncode != 0 and "--nodes: node9 not in" in bad.stdout + bad.stderr
 
 
+def test_selected_nodes_alone_are_probed_and_judged(run_pytest: PytestRunner, tmp_path: Path) -> None:
+    """After a repair, --nodes node2 rechecks node2: its probes only, not the cluster's."""
+    proc = pytest_run(run_pytest, tmp_path, "suites/test_topology.py", "--nodes=node2")
+    assert "1 failed" in proc.stdout and "test_topology[node2]" in proc.stdout, proc.stdout[-1500:]
+    results = record.load(only_run(tmp_path))
+    assert [j["nodes"] for j in results["plan"]["probe_jobs"]] == [["node2"]]
+    assert results["selected_nodes"] == ["node2"] and results["subset"] is True
+    assert {v["subject"].split(":")[0] for v in results["verdicts"]} == {"node2"}  # no ERROR for the others
+
+
 def test_xdist_workers_share_one_submission(run_pytest: PytestRunner, tmp_path: Path) -> None:
     suites = ("suites/test_nccl_nodes.py", "suites/test_nccl_blocks.py")
     proc = pytest_run(run_pytest, tmp_path, *suites, "-n", "2")
