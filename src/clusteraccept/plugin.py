@@ -66,6 +66,7 @@ class State:
     nccl: bool = False
     subjects: frozenset[str] | None = None
     probe_nodes: frozenset[str] | None = None  # the nodes the selected node items need probed; None = all
+    not_applicable: dict[str, str] = field(default_factory=dict)  # family -> why it has no items here
     results: dict[str, Any] | None = None
     items: Items = field(default_factory=Items)  # the run's verdicts by item, made once per process
     step_names: dict[str, ItemNames] = field(default_factory=dict)  # -k: the names a step matches as
@@ -260,8 +261,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keep.append(item)
             continue
         per, subject = mark.kwargs["per"], item.callspec.params["subject"]  # type: ignore[attr-defined]
-        if not_applicable(site, mark.kwargs["family"]) is not None:
+        why = not_applicable(site, mark.kwargs["family"])
+        if why is not None:
             gone.append(item)  # no RoCE items on an IB site: nothing to judge, nothing to skip
+            state.not_applicable[mark.kwargs["family"]] = why
             continue
         if nodes is not None and (per != "node" or subject not in nodes):
             gone.append(item)
@@ -495,5 +498,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"  {state.run_dir / name}")
     if state.dry_run:
         terminalreporter.write_line(f"  dry run: job scripts in {state.run_dir / 'jobs'}")
+    for family, why in state.not_applicable.items():
+        terminalreporter.write_line(f"  no {family} items: {why}")
     for line in state.report_lines + state.ops_lines:
         terminalreporter.write_line(line)
