@@ -203,19 +203,23 @@ def execute(req: Request) -> dict[str, Any]:
         layer.submit_probes(pj, options)
     for cj in plan.campaign_jobs:
         layer.submit_campaign(cj)
-    outcomes = layer.wait()
+    outcomes = list(layer.wait())
+    del layer  # it holds the outcomes too: their evidence is dropped job by job once archived
     if unavailable is not None and unavailable.missing:
         outcomes = [unavailable, *outcomes]
     results["jobs"] = [_outcome_dict(o) for o in outcomes]
     archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    for o in outcomes:
-        # archive everything BEFORE any parser sees it, redacted: judged as archived, no message can quote
-        # a secret
+    outcomes.reverse()
+    while outcomes:
+        o = outcomes.pop()
+        # archive everything BEFORE any parser sees it, redacted: judged as archived (no message can quote
+        # a secret); the job's unredacted evidence goes with it
         for ev, ref in archive_job(req.run_dir, o.name, o.evidence):
             archived[ev.meta.get("check", "misc")].append((ev, ref))
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
+    archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
     results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
     return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
@@ -232,6 +236,7 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     nccl = "nccl" in results.get("families", [])
     verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))
     results["fingerprint"] = fingerprint_of(archived)
+    archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
     results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
