@@ -6,6 +6,8 @@ A frame has one row per (pair, rail, collective) at its bandwidth-bound size, wi
 step failed its launch checks or timed out: a dead node fails with every partner, blamed as a slow one).
 
 Rules, most specific evidence first, each slow row explained at most once:
+Rows whose step did not run or print numbers (``failed`` == "error") count for rules 1 and 2 only.
+
 1. node rail: every partner of node n on rail k is slow (>= ``min_partners`` distinct partners) while
    n has healthy results on some other rail (or, when only rail k was measured, its partners are healthy
    with others on it) -> ``n:railk``;
@@ -138,6 +140,11 @@ def _localize(frame: pd.DataFrame, min_partners: int) -> list[Culprit]:
                 )
             )
             explained.update(keys)
+
+    # 3 and 4 weigh measurements only: a step that never ran convicts a node that fails with every
+    # partner (above), never a cable or an uplink (its verdict stays "not tested", checks/nccl.py)
+    if "failed" in frame:
+        frame = frame[frame["failed"] != "error"]
 
     # 3: leaf uplinks, from the slow cross-block rows nothing above explains.
     cross = frame[(frame["block_a"] != frame["block_b"])]

@@ -224,7 +224,10 @@ def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     df["rail"] = df["rail"].astype(int)
     df["block_a"] = df["a"].map(lambda n: site.block_of(n) or "?")
     df["block_b"] = df["b"].map(lambda n: site.block_of(n) or "?")
-    biggest = df.groupby(["a", "b", "rail", "collective"])["size_B"].transform("max")
+    group = df.groupby(["a", "b", "rail", "collective"])
+    # slow at any size is slow: a pair that fails at 1 GiB but not at 8 GiB must still be explained
+    df["slow"] = group["slow"].transform("any")
+    biggest = group["size_B"].transform("max")
     return df[df["size_B"] == biggest][cols].reset_index(drop=True)
 
 
@@ -280,7 +283,7 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
                     "nccl.localization",
                     FAMILY,
                     block,
-                    Outcome.FAIL,
+                    Outcome.ERROR if c.untested else Outcome.FAIL,
                     f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
                     labels={"culprits": f"uplink:{block}"},
                 )
@@ -347,11 +350,31 @@ def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> tuple[list[Ver
     return [v for vs, _ in parts for v in vs], [r for _, rs in parts for r in rs]
 
 
+def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit]) -> list[Verdict]:
+    """A pair step that did not run or print numbers (a launch ERROR) and that no culprit explains (its
+    node did not fail with every partner: it dropped out mid-run) leaves both its nodes not tested: the
+    verdict is theirs (label ``untested``, judge/items.py), as a step killed with its job is."""
+    explained = {k for c in culprits for k in c.convicting}
+    out = []
+    for v in verdicts:
+        if (
+            v.check == "nccl.launch"
+            and v.outcome is Outcome.ERROR
+            and ":rail" in v.subject
+            and "untested" not in v.labels
+            and v.subject.rpartition(":")[0] not in explained
+        ):
+            v = replace(v, labels={**v.labels, "untested": "did_not_run"})
+        out.append(v)
+    return out
+
+
 def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
     verdicts, rows = judge_steps(site, steps)
     frame = pair_frame(site, rows)
     culprits = localize(frame)
+    verdicts = _untested_unless_explained(verdicts, culprits)
     verdicts.extend(localization_verdicts(site, frame, culprits))
     verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
     return verdicts

@@ -205,3 +205,36 @@ def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) ->
     monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)  # forked workers, each a contiguous range of steps
     monkeypatch.setattr(nccl.os, "cpu_count", lambda: 3)
     assert run(site) == serial
+
+
+def test_a_pair_slow_at_a_smaller_size_only_is_still_explained() -> None:
+    """Localization reads each pair at its largest size; slow at 1 GiB but fine at 8 GiB is slow."""
+    site = make_site([])
+    row = {"kind": "pair", "scope": "pair_in_block", "collective": "sendrecv", "nodes": ("n01", "n02"),
+           "rail": "1", "busbw_GBps": 46.0, "ref_GBps": 46.0, "failed": ""}  # fmt: skip
+    rows = [{**row, "size_B": 1 << 30, "slow": True}, {**row, "size_B": 8 << 30, "slow": False}]
+    frame = nccl.pair_frame(site, rows)
+    assert frame["slow"].tolist() == [True] and frame["size_B"].tolist() == [8 << 30]
+
+
+def test_a_node_that_drops_out_mid_run_leaves_its_pairs_untested_and_blames_nobody() -> None:
+    """n07 is fine in its first rounds, then its steps time out: not every partner failed, so no culprit;
+    the steps that never ran are not tested (their nodes' items say ERROR), and nothing is a FAIL."""
+    import dataclasses
+
+    site = make_site([])
+    fabric = fabric_of(site)
+    evidence, late = [], set()
+    for i, s in enumerate(make_plan(site).steps()):
+        ev = simulate_step(fabric, s)
+        if "n07" in s.nodes and s.kind == "pair" and "n08" not in s.nodes and "n05" not in s.nodes:
+            ev = dataclasses.replace(ev, returncode=None, stdout="", stderr="srun: error: n07: timed out")
+            late.add(s.subject)
+        evidence.append((ev, f"raw/nccl/{i}.json"))
+    verdicts = nccl.judge(site, evidence, site.nodes)
+    assert late and blamed(verdicts) == set()
+    loc = [v for v in verdicts if v.check == "nccl.localization" and v.outcome is not Outcome.PASS]
+    assert loc == []  # neither n07 nor its partners are named: n07 was healthy with n05 and n08
+    errors = [v for v in verdicts if v.outcome is Outcome.ERROR]
+    assert errors and all(v.labels.get("untested") == "did_not_run" for v in errors)
+    assert {v.subject.rpartition(":")[0] for v in errors} == late
