@@ -327,13 +327,31 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[list[Verdict], list[dict[str,
     return verdicts, rows
 
 
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use (a Slurm/cgroup allocation)
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _may_fork() -> bool:
+    """Fork only a single-threaded process: a lock another thread holds at fork time stays held in the
+    child (a pytest-xdist worker has execnet's I/O thread; it judges serially)."""
+    if "fork" not in mp.get_all_start_methods():
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> tuple[list[Verdict], list[dict[str, Any]]]:
     """:func:`judge_step` over every step, in order: spread over the cores (forked workers, each judging a
     contiguous range) when there are many. Parsing is most of it: 300 us per step, 4 million steps at
     16,384 nodes."""
     global _SHARED
-    workers = min(os.cpu_count() or 1, len(steps) // (PARALLEL_MIN // 2) or 1)
-    if workers < 2 or len(steps) < PARALLEL_MIN or "fork" not in mp.get_all_start_methods():
+    workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
+    if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
         _SHARED = (site, steps)
         try:
             return _judge_range((0, len(steps)))

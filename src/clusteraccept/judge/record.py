@@ -117,7 +117,7 @@ def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str
             "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"
             "CREATE TABLE verdicts (seq INTEGER PRIMARY KEY, check_id TEXT NOT NULL, family TEXT NOT NULL,"
             " subject TEXT NOT NULL, owner TEXT NOT NULL, outcome TEXT NOT NULL, message TEXT NOT NULL,"
-            " value_num REAL, value_text TEXT, ref REAL, lower REAL, upper REAL, unit TEXT NOT NULL,"
+            " value_num, value_text TEXT, ref REAL, lower REAL, upper REAL, unit TEXT NOT NULL,"
             " evidence_id INTEGER, labels_id INTEGER);"
             "CREATE TABLE evidence (id INTEGER PRIMARY KEY, refs TEXT NOT NULL);"
             "CREATE TABLE labels (id INTEGER PRIMARY KEY, json TEXT NOT NULL);"
@@ -152,8 +152,13 @@ def rows(run_dir: Path, select: str = "all", nodes: Iterable[str] = ()) -> Itera
     :data:`SELECTIONS`; ``items`` needs the node and block names (``nodes``) to tell a pair from an owner."""
     if select not in SELECTIONS:
         raise ValueError(f"select: expected one of {', '.join(SELECTIONS)}, got {select!r}")
-    con = sqlite3.connect(f"file:{run_dir / STORE}?mode=ro", uri=True)
+    con = sqlite3.connect(f"{(run_dir / STORE).resolve().as_uri()}?mode=ro", uri=True)  # '#' in a path
     try:
+        got = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if got is None or int(got[0]) != SCHEMA:
+            raise ValueError(
+                f"{run_dir / STORE}: expected a verdict store of schema {SCHEMA}, got {got and got[0]}"
+            )
         if select == "all":
             cur = con.execute(f"{_SELECT} ORDER BY v.seq")
         elif select == "bad":

@@ -52,6 +52,9 @@ _RANK = re.compile(
 _NCCL_VERSION = re.compile(r"\bNCCL version (\d+\.\d+\.\d+)")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)\b")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
+# NCCL's debug line (host:pid:tid [dev] NCCL INFO ...), behind a launcher's prefix: only a whole line is
+# one (a result row with an INFO line glued to it by an unbuffered launcher is not, and must not parse)
+_INFO_LINE = re.compile(r"(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )?\s*\S+ \[\d+\] NCCL INFO ")
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
 # The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.
@@ -127,7 +130,7 @@ class _TextParser:
     def run(self, text: str) -> NcclTestsResult:
         line = self.line
         for no, raw in enumerate(text.splitlines(), 1):
-            if " NCCL INFO " not in raw:
+            if " NCCL INFO " not in raw or not _INFO_LINE.match(raw):
                 line(no, raw)
             # NCCL's debug lines (NCCL_DEBUG=INFO: 90% of a step's lines): of every rule in line() only
             # these two can match one (the others need a '#' line, a table row or nccl-tests' own text)

@@ -374,3 +374,14 @@ def test_rank_line_cut_mid_word_marks_the_list_elided() -> None:
     lines[6] = lines[6][:30] + "..."
     r = parse("\n".join(lines))
     assert r.ranks_elided and [x.rank for x in r.ranks] == [0] and r.nranks == 2
+
+
+def test_an_info_line_glued_to_a_result_row_is_not_taken_for_an_info_line() -> None:
+    """An unbuffered launcher can glue NCCL's INFO line to a row: the row must not vanish silently (the
+    INFO-line fast path takes whole INFO lines only)."""
+    lines = load("allreduce-1node-2xh200-nccl-debug-info-v2.19.6.txt").splitlines()
+    last = max(i for i, ln in enumerate(lines) if re.match(r"\s*\d+\s+\d+\s", ln))
+    assert len(parse("\n".join(lines)).rows) > 1
+    lines[last] += "vm:1396:1400 [0] NCCL INFO comm 0x55 rank 0 nranks 2 - Init COMPLETE"
+    with pytest.raises(ParseError):
+        parse("\n".join(lines))
