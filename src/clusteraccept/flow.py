@@ -18,11 +18,13 @@ from typing import Any, Protocol
 from clusteraccept import checks
 from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence
+from clusteraccept.families import JUDGED
 from clusteraccept.jobs.archive import archive_job, load_all
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
+from clusteraccept.plan.subjects import not_applicable
 from clusteraccept.redact import redact_text
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.rundir import read_json
@@ -116,6 +118,8 @@ def _header(req: Request, plan: Plan) -> dict[str, Any]:
         "blocks": {name: list(members) for name, members in site.blocks.items()},
         # -k / --nodes selected some campaign steps or nodes only: not a full acceptance
         "subset": req.subjects is not None or req.nodes is not None,
+        # the families with no items on this site (plan/subjects.py): not run, and not missing either
+        "not_applicable": {f: why for f in JUDGED if (why := not_applicable(site, f)) is not None},
         "plan": describe(plan),
     }
 

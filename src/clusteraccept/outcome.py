@@ -44,9 +44,21 @@ def item_names(item: pytest.Item) -> ItemNames:
     return ItemNames(function, frozenset(n.lower() for n in names if n != item.name))
 
 
-def keyword_matches(expr: Expression, names: ItemNames, subject: str) -> bool:
-    """Whether ``-k`` selects ``subject`` as a test of its own, ``<function>[<subject>]``, would be."""
-    own = f"{names.function}[{subject}]".lower()
+def keyword_matches(expr: Expression, names: ItemNames, subject: str, owners: Sequence[str] = ()) -> bool:
+    """Whether ``-k`` selects ``subject`` as a test of its own, ``<function>[<subject>]``, would be; a part
+    answers to its items' ids too (``<function>[<owner>]``: ``-k "test_nccl_node[node3]"`` is all of it)."""
+    own = [f"{names.function}[{s}]".lower() for s in (subject, *owners)]
+
+    def match(sub: str, /, **kwargs: object) -> bool:
+        sub = sub.lower()
+        return any(sub in n for n in own) or any(sub in n for n in names.others)
+
+    return bool(expr.evaluate(match))
+
+
+def item_matches(expr: Expression, item: pytest.Item) -> bool:
+    """pytest's own ``-k`` rule for an item that is not a suite check."""
+    names, own = item_names(item), item.name.lower()
 
     def match(sub: str, /, **kwargs: object) -> bool:
         sub = sub.lower()
@@ -56,9 +68,9 @@ def keyword_matches(expr: Expression, names: ItemNames, subject: str) -> bool:
 
 
 def picked_parts(item: pytest.Item, expr: Expression, parts: Sequence[str]) -> frozenset[str]:
-    """The parts of ``item`` (judge/items.py) that ``-k`` selects."""
+    """The parts of ``item`` (judge/items.py) that ``-k`` selects; ``parts[0]`` is the item's own subject."""
     names = item_names(item)
-    return frozenset(p for p in parts if keyword_matches(expr, names, p))
+    return frozenset(p for p in parts if keyword_matches(expr, names, p, parts[:1]))
 
 
 def missing_reason(jobs: Sequence[Mapping[str, Any]], subject: str) -> str | None:

@@ -26,6 +26,7 @@ from clusteraccept.outcome import (
     ItemNames,
     Judged,
     compile_keyword,
+    item_matches,
     item_names,
     keyword_matches,
     picked_parts,
@@ -257,8 +258,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     expr = compile_keyword(state.keyword) if state.keyword else None
     for item in items:
         mark = item.get_closest_marker(MARK)
-        if mark is None:
-            keep.append(item)
+        if mark is None:  # not a suite check: pytest's own -k rule (this hook replaces that pass)
+            (keep if expr is None or item_matches(expr, item) else gone).append(item)
             continue
         per, subject = mark.kwargs["per"], item.callspec.params["subject"]  # type: ignore[attr-defined]
         why = not_applicable(site, mark.kwargs["family"])
@@ -326,16 +327,25 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             probed |= {subject} if m.kwargs["per"] == "node" else set(_members(state.site, subject))
     state.probe_nodes = None if not probed or probed >= set(state.site.nodes) else frozenset(probed)
     nodes = _nodes_option(session.config, state.site)
-    if not nccl_items or (not state.keyword and nodes is None):
+    # the nccl items selected (by -k, --nodes, node ids on the command line, --lf ...): their steps only
+    chosen: dict[str, set[str]] = {"node": set(), "block": set()}
+    for m, i in nccl_items:
+        chosen[m.kwargs["per"]].add(i.callspec.params["subject"])  # type: ignore[attr-defined]
+    every_node = chosen["node"] >= set(state.site.nodes)
+    every_block = chosen["block"] >= set(item_subjects(state.site, "block"))
+    if not nccl_items or (not state.keyword and nodes is None and every_node and every_block):
         return
-    kinds = {m.kwargs["per"] for m, _ in nccl_items}
     expr = compile_keyword(state.keyword) if state.keyword else None
     picked = frozenset(p for _, i in nccl_items for p in i.stash.get(PARTS, frozenset()))
 
     def keep(per: str, subject: str, step_nodes: tuple[str, ...]) -> bool:
-        if per not in kinds or (nodes is not None and (per != "node" or not nodes & set(step_nodes))):
+        if per == "node" and not (every_node or chosen["node"].intersection(step_nodes)):
             return False
-        return expr is None or keyword_matches(expr, state.step_names[per], subject)
+        if per == "block" and not (every_block or subject in chosen["block"]):
+            return False
+        if nodes is not None and (per != "node" or not nodes.intersection(step_nodes)):
+            return False
+        return expr is None or keyword_matches(expr, state.step_names[per], subject, step_nodes)
 
     plan = make_plan(state.site, families=())
     wanted = pick_steps(plan, keep)

@@ -125,3 +125,21 @@ def test_rejudge_with_changed_baseline(
     assert "FAILED suites/test_nccl_nodes.py::test_nccl_node[node2]" in again.stdout
     assert "only node2-node3 on rail 5 is slow" in again.stdout
     assert not (run / "submitit" / "campaign-leaf1").exists() or len(list((run / "submitit").iterdir())) == 3
+
+
+def test_an_item_chosen_by_its_id_submits_its_steps_only(run_pytest: PytestRunner, tmp_path: Path) -> None:
+    """By node id or by -k on the item's id: node3's pair and intra-node steps, no other's, no block's."""
+    for how, args in (
+        ("id", ("suites/test_nccl_nodes.py::test_nccl_node[node3]",)),
+        ("k", ("suites/", "-k", "test_nccl_node[node3]")),
+    ):
+        out = tmp_path / how
+        out.mkdir()
+        proc = pytest_run(run_pytest, out, *args, "--dry-run")
+        assert proc.returncode == 0, proc.stdout[-1500:]
+        results = record.load(only_run(out))
+        steps = {s.split(":", 1)[1] for j in results["plan"]["campaign_jobs"] for r in j["rounds"]
+                 for s in r["steps"]}  # fmt: skip
+        assert steps and all("node3" in s for s in steps), (how, steps)
+        assert "node3" in steps and "node3-node4:rail5" in steps and "node2-node3:rail0" in steps, how
+        assert results["subset"] is True

@@ -76,6 +76,11 @@ def test_block_node_not_in_nodes(tmp_path: Path) -> None:
     assert "blocks.su2: expected nodes listed in 'nodes', got 'gpu033'" in msg
 
 
+def test_block_named_like_a_node(tmp_path: Path) -> None:
+    msg = _error(tmp_path, GOOD.replace('su2: "gpu[017-032]"', 'gpu017: "gpu[017-032]"'))
+    assert "blocks.gpu017: expected a block name that is not a node's, got 'gpu017'" in msg
+
+
 def test_rail_gpu_out_of_range(tmp_path: Path) -> None:
     msg = _error(tmp_path, GOOD.replace("gpu7: {hca: mlx5_11", "gpu9: {hca: mlx5_11"))
     assert "rails.gpu9: expected a GPU index below gpus=8, got 9" in msg

@@ -241,7 +241,9 @@ def banner(
         incomplete.append(f"{total['error']} check(s) could not be judged (ERROR)")
     if not sum(total.values()):
         incomplete.append("no verdicts")
-    missing = [f for f in JUDGED if f not in results.get("families", JUDGED)]
+    # a family that does not apply to the site (no roce: section, SHARP off) is not missing from a run
+    na = results.get("not_applicable") or {}
+    missing = [f for f in JUDGED if f not in results.get("families", JUDGED) and f not in na]
     if missing:
         incomplete.append(f"check families not run: {', '.join(missing)}")
     if results.get("subset"):

@@ -146,7 +146,10 @@ def parse_blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tu
     )
     blocks: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
+    names = set(all_nodes)
     for name in blocks_sec.data:
+        if str(name) in names:  # a block's verdicts would be taken for the node's (judge/items.py)
+            raise SiteConfigError(top.file, f"blocks.{name}", "a block name that is not a node's", repr(name))
         members = expand_hostlist(blocks_sec, name)
         for n in members:
             if n not in all_nodes:
