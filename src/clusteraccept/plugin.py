@@ -450,7 +450,7 @@ def judged(request: pytest.FixtureRequest, ca_site: Site) -> Judged:
     state = request.config.stash[STATE]
     subject = request.node.callspec.params["subject"]
     family, per = mark.kwargs["family"], mark.kwargs["per"]
-    verdicts = selected(state.items.of(family, per, subject), request.node.stash.get(PARTS, None))
+    verdicts = selected(state.items.of(family, per, subject), request.node.stash.get(PARTS, None), subject)
     return Judged(
         family,
         subject,

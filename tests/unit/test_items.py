@@ -66,6 +66,9 @@ def test_k_parts_select_the_verdicts_their_old_tests_had() -> None:
     assert parts("leaf1", "block", ("gpu", "rail"), 8, [0]) == ["leaf1"]
     vs = [v("topology.nic_port", "n3:rail1"), v("topology.gpu_inventory", "n3"), v("nccl.localization", "n3")]
     assert selected(vs, None) == vs
+    killed = v("nccl.launch", "gpu-a-n3:rail1:sendrecv", "error", untested="killed_with_job")
+    assert selected([killed], frozenset({"n3:rail1"}), "n3") == [killed]  # its rail is picked
+    assert selected([killed], frozenset({"n3:rail2"}), "n3") == []  # -k rail2: not this item's concern
     # -k rail1: the rail's verdict, and the localization (it reads every rail), not the node-wide inventory
     assert [x["check"] for x in selected(vs, frozenset({"n3:rail1"}))] == [
         "topology.nic_port",

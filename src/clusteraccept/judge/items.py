@@ -112,17 +112,25 @@ def parts(owner: str, per: str, kinds: Sequence[str], gpus: int, rails: Sequence
     return out
 
 
-def selected(verdicts: Sequence[Mapping[str, Any]], picked: frozenset[str] | None) -> list[Mapping[str, Any]]:
-    """The verdicts of the parts ``-k`` picked (None: every part)."""
+def selected(
+    verdicts: Sequence[Mapping[str, Any]], picked: frozenset[str] | None, owner: str = ""
+) -> list[Mapping[str, Any]]:
+    """The verdicts of the parts ``-k`` picked (None: every part); an untested pair step of ``owner``'s is
+    the part of its rail (``a-b:rail3:...`` -> ``owner:rail3``)."""
     if picked is None:
         return list(verdicts)
-    out = []
-    for v in verdicts:
-        if part_of(v["subject"]) in picked or (v.get("labels") or {}).get("untested"):
-            out.append(v)  # an untested pair is one of the selected steps (only those were submitted)
-        elif v["check"] in EVERY_RAIL and any(p.startswith(owner_of(v["subject"]) + ":rail") for p in picked):
-            out.append(v)
-    return out
+    return [v for v in verdicts if _picked(v, picked, owner)]
+
+
+def _picked(v: Mapping[str, Any], picked: frozenset[str], owner: str) -> bool:
+    subject = v["subject"]
+    head = subject.split(":", 1)[0]
+    if (v.get("labels") or {}).get("untested") and head not in (owner, ""):
+        rail = subject.split(":")[1] if ":" in subject else ""
+        return owner in picked or f"{owner}:{rail}" in picked
+    if part_of(subject) in picked:
+        return True
+    return v["check"] in EVERY_RAIL and any(p.startswith(head + ":rail") for p in picked)
 
 
 SHOWN = 20  # failing verdicts quoted in an item's failure message (all of them stay in the record)
