@@ -229,7 +229,7 @@ def execute(req: Request) -> dict[str, Any]:
     return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
 
 
-def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
+def rejudge(site: Site, run_dir: Path, token: str | None = None) -> dict[str, Any]:
     """Re-parse the archived raw/ evidence of ``run_dir`` and judge it against the current site. No job."""
     results: dict[str, Any] = read_json(run_dir / RESULTS)
     results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
@@ -242,6 +242,8 @@ def rejudge(site: Site, run_dir: Path) -> dict[str, Any]:
     results["fingerprint"] = fingerprint_of(archived)
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
+    if token:
+        results["rejudge_token"] = token  # which session re-judged it (xdist: once for all its processes)
     results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
     return record.write(run_dir, results, (v.to_dict() for v in verdicts))

@@ -74,6 +74,7 @@ class State:
     keyword: str = ""  # the -k expression, applied per part (selection.py)
     resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
     resume_token: str | None = None  # one resume per session, shared by xdist workers
+    rejudge_token: str | None = None  # one --rejudge per session, shared by xdist workers
     ops_lines: list[str] = field(default_factory=list)  # what ops did after the run (drain), for the summary
     only_due: bool = False  # --only-due (clusteraccept.ops.scope)
     due_now: str | None = None  # when "due" is decided: the controller's clock, shared by xdist workers
@@ -194,6 +195,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--only-due decides what a new run submits: not with --rejudge or --resume")
     if rejudge:
         state.rejudge = Path(rejudge)
+        from clusteraccept.ops.resume import new_token
+
+        # one re-judging per session: a pytest-xdist worker does it, the controller then only reads it
+        state.rejudge_token = (getattr(config, "workerinput", None) or {}).get(
+            "ca_rejudge_token"
+        ) or new_token()
         if not (state.rejudge / flow.RESULTS).exists():
             raise pytest.UsageError(
                 f"--rejudge {rejudge}: expected a run directory with results.json, got none there"
@@ -226,6 +233,7 @@ def pytest_configure_node(node: Any) -> None:
     """xdist (controller): every worker joins the controller's run."""
     node.workerinput["ca_run_id"] = node.config.stash[STATE].run_id
     node.workerinput["ca_resume_token"] = node.config.stash[STATE].resume_token
+    node.workerinput["ca_rejudge_token"] = node.config.stash[STATE].rejudge_token
     node.workerinput["ca_due_now"] = node.config.stash[STATE].due_now
 
 
@@ -366,7 +374,11 @@ def _results(config: pytest.Config) -> dict[str, Any]:
     assert state.site is not None and state.run_dir is not None
     if state.rejudge is not None:
         with locked(state.run_dir):
-            state.results = flow.rejudge(state.site, state.run_dir)
+            done = read_json(state.run_dir / flow.RESULTS)
+            if state.rejudge_token and done.get("rejudge_token") == state.rejudge_token:
+                state.results = done  # another process of this session (an xdist worker) re-judged it
+            else:
+                state.results = flow.rejudge(state.site, state.run_dir, token=state.rejudge_token)
     elif state.resume is not None:
         from clusteraccept.ops.resume import ResumeError, resume_run
 
