@@ -2,11 +2,13 @@
 explains the slow results — never average an outlier away. Pure (pandas in, Culprits out).
 
 A frame has one row per (pair, rail, collective) at its bandwidth-bound size, with columns
-``a, b, rail, block_a, block_b, scope, collective, busbw_GBps, ref_GBps, slow`` (slow: judged FAIL, or the
-step failed its launch checks or timed out: a dead node fails with every partner, blamed as a slow one).
+``a, b, rail, block_a, block_b, scope, collective, busbw_GBps, ref_GBps, slow`` (slow: judged FAIL at any
+size, or the step failed its launch checks or did not run), and optionally ``failed`` ("error": the step did
+not run or print numbers; "fail": it failed its launch checks).
 
-Rules, most specific evidence first, each slow row explained at most once:
-Rows whose step did not run or print numbers (``failed`` == "error") count for rules 1 and 2 only.
+Rules, most specific evidence first, each slow row explained at most once; rows with ``failed`` == "error"
+count for rules 1 and 2 only (a dead node fails with every partner), and a culprit they alone convict is
+``untested``:
 
 1. node rail: every partner of node n on rail k is slow (>= ``min_partners`` distinct partners) while
    n has healthy results on some other rail (or, when only rail k was measured, its partners are healthy
@@ -66,15 +68,6 @@ def _long(frame: pd.DataFrame) -> pd.DataFrame:
 def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
     """The culprits; each is ``untested`` when every result convicting it is a step that did not run or
     print numbers (an optional column ``failed`` == "error"): a dead node is named, not measured."""
-    culprits = _localize(frame, min_partners)
-    if not culprits or "failed" not in frame:
-        return culprits
-    keyed = frame.assign(key=_keys(frame))
-    measured = set(keyed.loc[keyed["failed"] != "error", "key"])
-    return [replace(c, untested=not measured.intersection(c.convicting)) for c in culprits]
-
-
-def _localize(frame: pd.DataFrame, min_partners: int) -> list[Culprit]:
     if frame.empty or not frame["slow"].any():
         return []
     frame = frame.reset_index(drop=True).assign(key=_keys)
@@ -145,6 +138,8 @@ def _localize(frame: pd.DataFrame, min_partners: int) -> list[Culprit]:
     # partner (above), never a cable or an uplink (its verdict stays "not tested", checks/nccl.py)
     if "failed" in frame:
         frame = frame[frame["failed"] != "error"]
+        measured = set(frame["key"])
+        culprits = [replace(c, untested=not measured.intersection(c.convicting)) for c in culprits]
 
     # 3: leaf uplinks, from the slow cross-block rows nothing above explains.
     cross = frame[(frame["block_a"] != frame["block_b"])]

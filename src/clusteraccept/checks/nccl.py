@@ -283,7 +283,7 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
                     "nccl.localization",
                     FAMILY,
                     block,
-                    Outcome.ERROR if c.untested else Outcome.FAIL,
+                    Outcome.FAIL,  # an uplink is convicted by measured rows only (localize rule 3)
                     f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
                     labels={"culprits": f"uplink:{block}"},
                 )
