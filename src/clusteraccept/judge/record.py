@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.judge.verdicts import Outcome
 from clusteraccept.rundir import read_json, write_json
 
 RESULTS = "results.json"
@@ -29,6 +30,7 @@ _COLUMNS = (
     "seq", "check_id", "family", "subject", "owner", "outcome", "message", "value_num", "value_text",
     "ref", "lower", "upper", "unit", "evidence_id", "labels_id",
 )  # fmt: skip
+_INSERT = f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})"
 # A pair step's evidence is shared by its ~5 verdicts and a few hundred label sets cover millions of
 # verdicts: both are stored once, in their own tables (550 -> ~250 bytes a verdict at 256 nodes).
 _SELECT = (
@@ -129,9 +131,9 @@ def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str
             counts[v["outcome"]] += 1
             rows.append(_row(seq, v, evidence, labels))
             if len(rows) >= 50_000:
-                con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+                con.executemany(_INSERT, rows)
                 rows.clear()
-        con.executemany(f"INSERT INTO verdicts VALUES ({','.join('?' * len(_COLUMNS))})", rows)
+        con.executemany(_INSERT, rows)
         con.executemany("INSERT INTO evidence VALUES (?, ?)", evidence.rows())
         con.executemany("INSERT INTO labels VALUES (?, ?)", labels.rows())
         con.execute("CREATE INDEX by_owner ON verdicts (owner, family)")
@@ -166,8 +168,11 @@ def rows(run_dir: Path, select: str = "all", nodes: Iterable[str] = ()) -> Itera
         else:
             con.execute("CREATE TEMP TABLE owners (name TEXT PRIMARY KEY)")
             con.executemany("INSERT OR IGNORE INTO temp.owners VALUES (?)", ((n,) for n in nodes))
+            # "outcome IN (every other outcome)", not "!= 'pass'": SQLite then reads both indexes (its
+            # MULTI-INDEX OR) instead of scanning every verdict
+            others = ", ".join(f"'{o.value}'" for o in Outcome if o is not Outcome.PASS)
             owned = "v.owner IN (SELECT name FROM temp.owners)"
-            cur = con.execute(f"{_SELECT} WHERE v.outcome != 'pass' OR {owned} ORDER BY v.seq")
+            cur = con.execute(f"{_SELECT} WHERE v.outcome IN ({others}) OR {owned} ORDER BY v.seq")
         parsed: dict[str, dict[str, str]] = {}
         for r in cur:
             yield _verdict(r, parsed)
@@ -182,10 +187,3 @@ def load(run_dir: Path, select: str = "all", owners: Iterable[str] = ()) -> dict
     if "verdicts" not in results and (results.get("record") or {}).get("verdicts"):
         results["verdicts"] = list(rows(run_dir, select, owners))
     return results
-
-
-def has_verdicts(results: Mapping[str, Any]) -> bool:
-    """Whether the run judged anything (without reading the store)."""
-    if "verdicts" in results:
-        return bool(results["verdicts"])
-    return bool(sum((results.get("record") or {}).get("counts", {}).values()))
