@@ -82,10 +82,14 @@ def archive_job(run_dir: Path, job: str, evidence: Iterable[Evidence]) -> list[t
             k = seen[member] = seen.get(member, 0) + 1
             if k > 1:  # the same command twice on a host: both kept, numbered as the files were
                 member = f"{member.removesuffix('.json')}.{k}.json"
-            lines.append(json.dumps({"member": member, **ev.to_dict()}, separators=(",", ":")))
+            lines.append(_line(member, ev.to_dict()))
             out.append((ev, f"{rel}#{member}"))
         _write(path, lines)
     return out
+
+
+def _line(member: str, ev: dict[str, Any]) -> str:
+    return json.dumps({"member": member, **ev}, separators=(",", ":"))
 
 
 def _write(path: Path, lines: list[str]) -> None:
@@ -104,6 +108,11 @@ def _bundles(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "raw").glob(f"*/*{SUFFIX}"))
 
 
+def _one_file_each(run_dir: Path) -> list[Path]:
+    """The evidence of a run archived before bundles: ``raw/<check>/<host>/<name>.json``."""
+    return sorted((run_dir / "raw").glob("*/*/*.json"))
+
+
 def _members(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -118,7 +127,7 @@ def load_all(run_dir: Path) -> Iterator[tuple[Evidence, str]]:
         rel = path.relative_to(run_dir)
         for member, d in _members(path):
             yield Evidence.from_dict(d), f"{rel}#{member}"
-    for path in sorted((run_dir / "raw").glob("*/*/*.json")):
+    for path in _one_file_each(run_dir):
         yield load(path), str(path.relative_to(run_dir))
 
 
@@ -149,16 +158,16 @@ def supersede(run_dir: Path, gone: Callable[[Evidence], bool], dest: Path) -> li
         rel = path.relative_to(run_dir / "raw")
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        _write(target, [json.dumps({"member": m, **d}, separators=(",", ":")) for m, d in out])
+        _write(target, [_line(m, d) for m, d in out])
         names = {m for m, _ in out}
-        keep = [json.dumps({"member": m, **d}, separators=(",", ":")) for m, d in members if m not in names]
+        keep = [_line(m, d) for m, d in members if m not in names]
         if keep:
             _write(path, keep)
         else:
             path.unlink()
         moved += [f"{target.relative_to(run_dir)}#{m}" for m, _ in out]
     _bundle_index.cache_clear()
-    for path in sorted((run_dir / "raw").glob("*/*/*.json")):  # runs archived before bundles
+    for path in _one_file_each(run_dir):
         if gone(load(path)):
             target = dest / path.relative_to(run_dir / "raw")
             target.parent.mkdir(parents=True, exist_ok=True)
