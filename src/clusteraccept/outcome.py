@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 from _pytest.mark.expression import Expression  # what -k compiles to; pytest exports no public name for it
 
-from clusteraccept.judge.items import SHOWN, failure_lines
+from clusteraccept.judge.items import SHOWN, counts_line, failure_lines
 
 
 @dataclass(frozen=True)
@@ -47,22 +46,20 @@ def item_names(item: pytest.Item) -> ItemNames:
 def keyword_matches(expr: Expression, names: ItemNames, subject: str, owners: Sequence[str] = ()) -> bool:
     """Whether ``-k`` selects ``subject`` as a test of its own, ``<function>[<subject>]``, would be; a part
     answers to its items' ids too (``<function>[<owner>]``: ``-k "test_nccl_node[node3]"`` is all of it)."""
-    own = [f"{names.function}[{s}]".lower() for s in (subject, *owners)]
-
-    def match(sub: str, /, **kwargs: object) -> bool:
-        sub = sub.lower()
-        return any(sub in n for n in own) or any(sub in n for n in names.others)
-
-    return bool(expr.evaluate(match))
+    return _evaluate(expr, [f"{names.function}[{s}]".lower() for s in (subject, *owners)], names.others)
 
 
 def item_matches(expr: Expression, item: pytest.Item) -> bool:
     """pytest's own ``-k`` rule for an item that is not a suite check."""
-    names, own = item_names(item), item.name.lower()
+    return _evaluate(expr, [item.name.lower()], item_names(item).others)
+
+
+def _evaluate(expr: Expression, own: Sequence[str], others: frozenset[str]) -> bool:
+    """``expr`` over names, as pytest's KeywordMatcher matches: a case-insensitive substring of any."""
 
     def match(sub: str, /, **kwargs: object) -> bool:
         sub = sub.lower()
-        return sub in own or any(sub in n for n in names.others)
+        return any(sub in n for n in own) or any(sub in n for n in others)
 
     return bool(expr.evaluate(match))
 
@@ -104,13 +101,13 @@ class Judged:
     def assert_accepted(self) -> None:
         if self.dry_run:
             pytest.skip("--dry-run: job scripts written to the run's jobs/, nothing submitted")
-        counts = Counter(v["outcome"] for v in self.verdicts)
+        outcomes = {v["outcome"] for v in self.verdicts}
         bad = [v for v in self.verdicts if v["outcome"] in ("fail", "error")]
         if self.not_due is not None and not bad:
             # Not tested by this run: neither a pass nor a missing verdict. A failure the due steps found on
             # it anyway (localization blaming a partner of a due node) still fails: it is never hidden.
             pytest.skip(self.not_due)
-        self.record("verdicts", " ".join(f"{o}={n}" for o, n in sorted(counts.items())))
+        self.record("verdicts", counts_line(self.verdicts))
         for v in bad[:SHOWN]:
             prefix = f"{v['check']}[{v['subject']}]"
             if v.get("value") is not None:
@@ -129,8 +126,8 @@ class Judged:
         if bad:
             lines = failure_lines(self.verdicts, self.subject, self.evidence, self.evidence_n)
             pytest.fail("\n".join(lines), pytrace=False)
-        if counts["pass"]:
+        if "pass" in outcomes:
             return
-        if counts["waived"]:
+        if "waived" in outcomes:
             pytest.xfail("; ".join(v.get("message") or "" for v in self.verdicts if v["outcome"] == "waived"))
         pytest.skip("; ".join(dict.fromkeys(v.get("message") or "" for v in self.verdicts)))

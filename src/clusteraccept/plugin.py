@@ -66,12 +66,13 @@ class State:
     families: tuple[str, ...] = ()
     nccl: bool = False
     subjects: frozenset[str] | None = None
+    nodes: frozenset[str] | None = None  # --nodes HOSTLIST, expanded
     probe_nodes: frozenset[str] | None = None  # the nodes the selected node items need probed; None = all
     not_applicable: dict[str, str] = field(default_factory=dict)  # family -> why it has no items here
     results: dict[str, Any] | None = None
     items: Items = field(default_factory=Items)  # the run's verdicts by item, made once per process
     step_names: dict[str, ItemNames] = field(default_factory=dict)  # -k: the names a step matches as
-    keyword: str = ""  # the -k expression, applied per part (selection.py)
+    keyword: str = ""  # the -k expression, applied per part (outcome.picked_parts)
     resume: Path | None = None  # --resume RUN_DIR (clusteraccept.ops.resume)
     resume_token: str | None = None  # one resume per session, shared by xdist workers
     rejudge_token: str | None = None  # one --rejudge per session, shared by xdist workers
@@ -261,7 +262,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     site = state.site
     keep: list[pytest.Item] = []
     gone: list[pytest.Item] = []
-    nodes = _nodes_option(config, site)
+    nodes = state.nodes = _nodes_option(config, site)
     state.keyword = config.option.keyword.strip()
     expr = compile_keyword(state.keyword) if state.keyword else None
     for item in items:
@@ -334,7 +335,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             subject = i.callspec.params["subject"]  # type: ignore[attr-defined]
             probed |= {subject} if m.kwargs["per"] == "node" else set(_members(state.site, subject))
     state.probe_nodes = None if not probed or probed >= set(state.site.nodes) else frozenset(probed)
-    nodes = _nodes_option(session.config, state.site)
+    nodes = state.nodes
     # the nccl items selected (by -k, --nodes, node ids on the command line, --lf ...): their steps only
     chosen: dict[str, set[str]] = {"node": set(), "block": set()}
     for m, i in nccl_items:
@@ -471,8 +472,9 @@ def judged(request: pytest.FixtureRequest, ca_site: Site) -> Judged:
         bool(results.get("dry_run")),
         record,
         state.scope.skip_reason(per, subject) if state.scope is not None else None,
-        evidence=state.items.evidence.get(subject, ()) if family == "nccl" and per == "node" else (),
-        evidence_n=state.items.evidence_n.get(subject, 0) if family == "nccl" and per == "node" else 0,
+        # quoted only when the item's localization failed (items.failure_lines)
+        evidence=state.items.evidence.get(subject, ()),
+        evidence_n=state.items.evidence_n.get(subject, 0),
     )
 
 

@@ -18,6 +18,7 @@ test per part: the node, ``node:gpuK`` or ``node:railK`` (:func:`part_of`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,10 +28,6 @@ NODE, BLOCK = "node", "block"
 EVERY_RAIL = frozenset({"nccl.localization"})
 EVIDENCE_CAP = 50  # failing pair verdicts kept per node as the evidence of its item (the rest are counted)
 _PART = re.compile(r"(?:gpu|rail)\d+")
-
-
-def owner_of(subject: str) -> str:
-    return subject.split(":", 1)[0]
 
 
 def part_of(subject: str) -> str:
@@ -145,6 +142,12 @@ def outcome_of(verdicts: Sequence[Mapping[str, Any]]) -> str:
         if outcome in seen:
             return outcome
     return "skip"
+
+
+def counts_line(verdicts: Sequence[Mapping[str, Any]]) -> str:
+    """``fail=1 pass=12``: an item's verdicts by outcome (its pytest property and junit.xml system-out)."""
+    counts = Counter(v["outcome"] for v in verdicts)
+    return " ".join(f"{o}={n}" for o, n in sorted(counts.items()))
 
 
 def failure_lines(

@@ -34,7 +34,7 @@ from typing import IO, Any
 from junit_xml import TestCase, TestSuite
 
 from clusteraccept.judge import record
-from clusteraccept.judge.items import NODE, SHOWN, Items, failure_lines, group, outcome_of
+from clusteraccept.judge.items import NODE, SHOWN, Items, counts_line, failure_lines, group, outcome_of
 from clusteraccept.report.model import Digest, banner, digest, in_suite_order, known_nodes
 
 JUNIT_XML_MAX = 50_000
@@ -97,14 +97,11 @@ class Case:
 
 def _case(family: str, subject: str, vs: list[Mapping[str, Any]], items: Items) -> Case:
     outcome = outcome_of(vs)
-    counts = Counter(v["outcome"] for v in vs)
-    out = "verdicts=" + " ".join(f"{o}={n}" for o, n in sorted(counts.items()))
+    out = "verdicts=" + counts_line(vs)
     message = ""
     if outcome in ("fail", "error"):
         ev, n = items.evidence.get(subject, ()), items.evidence_n.get(subject, 0)
-        message = "\n".join(
-            failure_lines(vs, subject, ev, n) if family == "nccl" else failure_lines(vs, subject)
-        )
+        message = "\n".join(failure_lines(vs, subject, ev, n))
         bad = [v for v in vs if v["outcome"] in ("fail", "error")][:SHOWN]
         out += "".join(f"\n[{v['check']}[{v['subject']}]]\n{system_out(v)}" for v in bad)
     elif outcome in ("skip", "waived"):
