@@ -229,13 +229,20 @@ def execute(req: Request) -> dict[str, Any]:
     return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
 
 
+def load_archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:
+    """The run's archived evidence with its references, by the family that judges it (``--rejudge``,
+    ``--resume``)."""
+    archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
+    for ev, ref in load_all(run_dir):
+        archived[ev.meta.get("check", "misc")].append((ev, ref))
+    return archived
+
+
 def rejudge(site: Site, run_dir: Path, token: str | None = None) -> dict[str, Any]:
     """Re-parse the archived raw/ evidence of ``run_dir`` and judge it against the current site. No job."""
     results: dict[str, Any] = read_json(run_dir / RESULTS)
     results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
-    archived: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    for ev, ref in load_all(run_dir):
-        archived[ev.meta.get("check", "misc")].append((ev, ref))
+    archived = load_archived(run_dir)
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
     verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))
@@ -278,7 +285,8 @@ def judged_nodes(results: Mapping[str, Any], nodes: Sequence[str]) -> tuple[str,
     """The nodes a run's node checks judge: every node, or only those it probed: the due ones of a due-only
     run, the selected ones of a run restricted to some nodes (``-k node07``, ``--nodes``)."""
     if "selected_nodes" in results:
-        nodes = [n for n in nodes if n in set(results["selected_nodes"])]
+        selected = set(results["selected_nodes"])
+        nodes = [n for n in nodes if n in selected]
     if not only_due(results):
         return tuple(nodes)
     probed = set(results["scope"].get("nodes", ()))

@@ -198,13 +198,6 @@ def supersede(run_dir: Path, rerun: Rerun, n: int) -> list[str]:
     return archive.supersede(run_dir, gone, run_dir / "superseded" / f"r{n}")
 
 
-def _archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:
-    out: dict[str, list[tuple[Evidence, str]]] = defaultdict(list)
-    for ev, ref in archive.load_all(run_dir):
-        out[ev.meta.get("check", "misc")].append((ev, ref))
-    return out
-
-
 def resume_run(
     site: Site, run_dir: Path, *, executor: str | None = None, token: str | None = None
 ) -> dict[str, Any]:
@@ -259,7 +252,7 @@ def resume_run(
     outcomes = layer.wait()
     for o in outcomes:
         archive.archive_job(run_dir, o.name, o.evidence)  # before anything parses it
-    archived = _archived(run_dir)
+    archived = flow.load_archived(run_dir)
     new_jobs = [flow._outcome_dict(o) for o in outcomes]
     results["jobs"], entry["superseded_jobs"] = merge_jobs(results.get("jobs", []), new_jobs, rerun)
     entry["jobs"] = [j["name"] for j in new_jobs]
