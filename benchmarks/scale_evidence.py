@@ -48,11 +48,8 @@ from clusteraccept.probes import counters
 from clusteraccept.rundir import write_json
 from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, fabric_from_dict
 from clusteraccept.sim.hosts import build_profiles, faults_for
-from clusteraccept.sim.nccl_info import with_info
 from clusteraccept.sim.nccl_tests import install_bin_dir
-from clusteraccept.sim.nccl_tests_options import parse_args
-from clusteraccept.sim.nccl_tests_output import render
-from clusteraccept.sim.prepare import fabric_doc
+from clusteraccept.sim.prepare import fabric_doc, simulate_step
 from clusteraccept.sim.traffic import bump
 from clusteraccept.site.model import Site
 
@@ -161,24 +158,6 @@ def step_seconds(ctx: Context, step: Step) -> float:
     return total
 
 
-def simulate(fabric: Fabric, step: Step, job_env: dict[str, str]) -> Evidence:
-    """sim.prepare.simulate_step, with the job's environment under the step's own: srun steps inherit the
-    batch job's exports (the site's ``env``; its NCCL_DEBUG=INFO makes every multi-node step log)."""
-    argv = list(step.argv)
-    env, i = dict(job_env), argv.index("env") + 1
-    while "=" in argv[i] and not argv[i].startswith("/"):
-        k, v = argv[i].split("=", 1)
-        env[k] = v
-        i += 1
-    per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
-    opts = parse_args(argv[i + 1 :])
-    assert not isinstance(opts, str), opts
-    nodes = list(step.nodes)
-    text, rc = render(Path(argv[i]).name, opts, fabric, nodes, [per_node] * len(nodes), env)
-    text = with_info(text, fabric, nodes, env, step.collective)
-    return Evidence(step.subject, step.tool, argv=step.argv, returncode=rc, stdout=text)
-
-
 def _snapshots(
     ctx: Context, job_i: int, seq: int, after: Round | None, t: float, k: dict[str, int]
 ) -> list[Evidence]:
@@ -218,7 +197,7 @@ def _campaign(arg: tuple[int, float]) -> Done:
         wall = max(seconds) + 0.05
         evidence += [
             replace(
-                simulate(ctx.fabric, s, ctx.site.env),
+                simulate_step(ctx.fabric, s, ctx.site.env),
                 duration_s=round(sec, 3),
                 meta={**s.meta(), "round": rnd.label, "round_wall_s": f"{wall:.3f}", "round_index": str(seq)},
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,12 @@ def prepare(site: Site, python: str | None = None) -> list[Path]:
     return written
 
 
-def simulate_step(fabric: Fabric, step: Step) -> Evidence:
-    """What one planned srun step would print on the simulated fabric, without Slurm or processes."""
+def simulate_step(fabric: Fabric, step: Step, job_env: Mapping[str, str] | None = None) -> Evidence:
+    """What one planned srun step would print on the simulated fabric, without Slurm or processes.
+    ``job_env``: the batch job's exports under the step's own (an srun step inherits them: the site's
+    ``env``, whose NCCL_DEBUG=INFO makes every multi-node step log)."""
     argv = list(step.argv)
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(job_env or {})
     i = argv.index("env") + 1
     while "=" in argv[i] and not argv[i].startswith("/"):
         k, v = argv[i].split("=", 1)
