@@ -143,3 +143,9 @@ def test_an_item_chosen_by_its_id_submits_its_steps_only(run_pytest: PytestRunne
         assert steps and all("node3" in s for s in steps), (how, steps)
         assert "node3" in steps and "node3-node4:rail5" in steps and "node2-node3:rail0" in steps, how
         assert results["subset"] is True
+
+
+def test_a_bad_k_expression_is_a_usage_error(run_pytest: PytestRunner, tmp_path: Path) -> None:
+    proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run", "-k", "rail3 and (")
+    assert proc.returncode == 4, proc.stdout[-1000:]  # pytest's usage error
+    assert "Wrong expression passed to '-k': rail3 and (" in proc.stdout + proc.stderr

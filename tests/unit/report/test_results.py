@@ -74,3 +74,18 @@ def test_results_json_holds_the_facts_and_the_store_the_verdicts(demo_run: DemoR
     (old / "verdicts.sqlite").unlink()
     (old / "results.json").write_text(json.dumps({**facts, "verdicts": every}))
     assert record.load(old)["verdicts"] == every
+
+
+def test_a_store_of_another_schema_is_refused_by_name(demo_run: DemoRun, tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run)
+    con = sqlite3.connect(run / "verdicts.sqlite")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+    con.commit()
+    con.close()
+    with pytest.raises(ValueError, match=r"verdicts.sqlite: expected a verdict store of schema 2, got 1"):
+        record.load(run)
