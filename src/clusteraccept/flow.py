@@ -23,6 +23,7 @@ from clusteraccept.jobs.archive import archive_job, load_all
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
+from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
 from clusteraccept.plan.subjects import not_applicable
 from clusteraccept.redact import redact_text
@@ -192,7 +193,10 @@ def execute(req: Request) -> dict[str, Any]:
     if req.scope is not None:
         plan = req.scope.restrict(plan)
         unavailable = req.scope.unavailable(unavailable)
+    job_limits = limits_of(site, req.executor or site.slurm.executor)
+    plan = limits.fit(plan, site, job_limits)  # last: it shards what the selection kept
     results = _header(req, plan)
+    results["limits"] = job_limits.as_dict()
     if req.scope is not None:
         results["scope"] = req.scope.record(plan)
     if req.nodes is not None:
@@ -254,6 +258,15 @@ def rejudge(site: Site, run_dir: Path, token: str | None = None) -> dict[str, An
     results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
     return record.write(run_dir, results, (v.to_dict() for v in verdicts))
+
+
+def limits_of(site: Site, executor: str) -> limits.Limits:
+    """The limits this run's jobs are planned within: the site's keys and what the cluster says."""
+    if executor != "slurm":
+        return limits.resolve(site.slurm, limits.ClusterLimits(source=f"executor {executor}: no Slurm"))
+    from clusteraccept.jobs import slurm_clients
+
+    return limits.resolve(site.slurm, slurm_clients.cluster_limits(site))
 
 
 def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str, Any]:

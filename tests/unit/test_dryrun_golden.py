@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from clusteraccept.flow import Request, execute
+from clusteraccept.jobs import slurm_clients
+from clusteraccept.plan.limits import ClusterLimits
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.site.load import load_site
 
@@ -27,6 +29,12 @@ def _normalize(text: str, run_dir: Path) -> str:
         .replace(sys.executable, "<PYTHON>")
         .replace(str(REPO_ROOT), "<REPO>")
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The golden scripts are the site's alone: whatever Slurm this machine runs is not asked."""
+    monkeypatch.setattr(slurm_clients, "cluster_limits", lambda site: ClusterLimits(source="golden"))
 
 
 @pytest.mark.parametrize("site_name", ["example-h100-ib", "example-roce", "demo"])
@@ -71,7 +79,7 @@ def test_probe_script_has_site_access() -> None:
         "#SBATCH --nodes=32",
         "#SBATCH --gpus-per-node=8",
         "#SBATCH --no-kill",
-        "#SBATCH --time=60",
+        "#SBATCH --time=30",  # plan/limits.PROBE_TIME_MIN
         "module load cuda/12.4 nccl/2.21.5",
         "export NCCL_DEBUG=INFO",
         "/shared/clusteraccept/.venv/bin/python -u -m submitit.core._submit",

@@ -87,8 +87,20 @@ def test_rail_gpu_out_of_range(tmp_path: Path) -> None:
 
 
 def test_boolean_is_not_a_number(tmp_path: Path) -> None:
-    msg = _error(tmp_path, GOOD.replace("time_limit_min: 60", "time_limit_min: yes"))
-    assert "slurm.time_limit_min: expected minutes >= 1, got True" in msg
+    msg = _error(tmp_path, GOOD.replace("step_timeout_s: 600", "step_timeout_s: yes"))
+    assert "slurm.step_timeout_s: expected seconds >= 1, got True" in msg
+
+
+def test_sbatch_time_is_refused_as_suite_managed(tmp_path: Path) -> None:
+    bad = GOOD.replace('comment: "clusteraccept acceptance run"', 'time: "04:00:00"')
+    msg = _error(tmp_path, bad)
+    assert "slurm.sbatch_options.time: expected no --time: the suite sets each job's --time" in msg
+    assert "slurm.time_limit_min caps it" in msg and "'04:00:00'" in msg
+
+
+def test_step_rate_must_be_positive(tmp_path: Path) -> None:
+    msg = _error(tmp_path, GOOD.replace("step_timeout_s: 600", "step_timeout_s: 600\n  step_rate_per_s: 0"))
+    assert "slurm.step_rate_per_s: expected a number of steps per second > 0, got 0" in msg
 
 
 def test_unknown_site_lists_available() -> None:

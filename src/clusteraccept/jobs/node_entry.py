@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
+from clusteraccept.plan.limits import waves
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -94,10 +94,24 @@ def local_argv(step: Step) -> tuple[str, ...]:
     return ("env", *placement, *cmd)
 
 
-def _run_step(step: Step, timeout_s: float, round_label: str, local: bool = False) -> Evidence:
-    argv = local_argv(step) if local else step.argv
-    ev = hostio.run(argv, timeout_s=timeout_s, source=step.tool)
-    return replace(ev, host=step.subject, meta={**ev.meta, **step.meta(), "round": round_label})
+def _run_wave(
+    wave: tuple[Step, ...], timeout_s: float, round_label: str, local: bool, interval_s: float
+) -> list[Evidence]:
+    """One wave's steps at once (paced ``interval_s`` apart), in one thread: no thread per step."""
+    argvs = [local_argv(s) if local else s.argv for s in wave]
+    by_tool: dict[str, list[int]] = {}
+    for i, s in enumerate(wave):
+        by_tool.setdefault(s.tool, []).append(i)
+    out: list[Evidence | None] = [None] * len(wave)
+    for tool, idx in by_tool.items():  # one tool per campaign in practice: the evidence source
+        evs = hostio.run_many([argvs[i] for i in idx], timeout_s, source=tool, start_interval_s=interval_s)
+        for i, ev in zip(idx, evs, strict=True):
+            out[i] = ev
+    return [
+        replace(ev, host=s.subject, meta={**ev.meta, **s.meta(), "round": round_label})
+        for s, ev in zip(wave, out, strict=True)
+        if ev is not None
+    ]
 
 
 def _write(path: Path, ev: Evidence) -> None:
@@ -161,7 +175,8 @@ def drive_campaign(
     local: bool = False,
     snap: dict[str, Any] | None = None,
 ) -> list[Evidence]:
-    """Run the campaign's rounds in order; the steps of one round run concurrently.
+    """Run the campaign's rounds in order; the steps of one round run concurrently, in waves of at most
+    ``job.max_concurrent`` (plan/limits.waves), their starts paced ``job.step_interval_s`` apart.
 
     Each finished step is also written to ``spool`` (on the shared filesystem) at once, so a campaign
     killed half-way still leaves the evidence of the steps it finished. With ``snap`` (``argv``: the srun
@@ -180,16 +195,19 @@ def drive_campaign(
         (spool_dir / "meta" / "node-rails.json").write_text(json.dumps(snap["rails"]))
         results += _snapshot(job, snap, spool_dir, 0, None, local)
     for seq, rnd in enumerate(job.rounds, 1):
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, len(rnd.steps))) as pool:
-            futures = [pool.submit(_run_step, s, step_timeout_s, rnd.label, local) for s in rnd.steps]
-            evs = [f.result() for f in futures]
-        wall = time.monotonic() - t0
-        for ev in evs:
-            ev = replace(ev, meta={**ev.meta, "round_wall_s": f"{wall:.3f}", "round_index": str(seq)})
-            results.append(ev)
-            if spool_dir:
-                _write(spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json", ev)
+        parts = waves(rnd.steps, job.max_concurrent)
+        for k, wave in enumerate(parts, 1):
+            t0 = time.monotonic()
+            evs = _run_wave(wave, step_timeout_s, rnd.label, local, job.step_interval_s)
+            wall = time.monotonic() - t0
+            extra = {"round_wall_s": f"{wall:.3f}", "round_index": str(seq)}
+            if len(parts) > 1:
+                extra["wave"] = f"{k}/{len(parts)}"
+            for ev in evs:
+                ev = replace(ev, meta={**ev.meta, **extra})
+                results.append(ev)
+                if spool_dir:  # each wave's steps at once: a job killed mid-round keeps its earlier waves
+                    _write(spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json", ev)
         if counting and snap and spool_dir:
             results += _snapshot(job, snap, spool_dir, seq, rnd, local)
     return results

@@ -1,6 +1,9 @@
 """Every Slurm client command the submit host runs beside submitit (which stays in submit.py).
 
 - ``sacct -j ID -X -n -P -o State``: a job's own state;
+- ``sacct -j ID,ID... -X -n -P -o JobID,State,Start,Reason``: when pending jobs started, or why not yet
+  (sacct(1): -X the allocation only, -P parsable with ``|``; Start is ``Unknown`` until the job starts);
+- ``scontrol show config`` and ``scontrol show partition``: the cluster's limits on a job (plan/limits.py);
 - ``scontrol show topology``: the blocks (``blocks: slurm``);
 - ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name, %T extended
   state (``drained``, ``draining``, ``idle``...), %E reason (``none`` when there is none): the run's
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 from clusteraccept import hostio
 from clusteraccept.errors import ParseError, SubmitError
 from clusteraccept.evidence import Evidence
-from clusteraccept.parsers import scontrol_topology
+from clusteraccept.parsers import scontrol_config, scontrol_topology
+from clusteraccept.plan.limits import ClusterLimits
 from clusteraccept.site.model import Site
 
 # Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
@@ -43,6 +47,80 @@ def sacct_state(job_id: str) -> str:
     ev = hostio.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout_s=30, source="sacct")
     line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
     return line.split()[0]  # "CANCELLED by 0" -> CANCELLED
+
+
+@dataclass(frozen=True)
+class JobStart:
+    state: str
+    start_epoch: float | None  # None: not started yet
+    reason: str  # why it pends (sacct Reason: Resources, Priority, Dependency...), "" when none
+
+
+def job_starts(job_ids: Sequence[str], slurm_conf: str | None = None) -> dict[str, JobStart]:
+    """Each job's state, start time and pending reason; jobs sacct does not know yet are left out."""
+    from datetime import datetime
+
+    argv = ["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State,Start,Reason"]
+    ev = hostio.run(argv, timeout_s=30, source="sacct", env=slurm_env(slurm_conf))
+    out: dict[str, JobStart] = {}
+    for line in ev.stdout.splitlines() if ev.ok else ():
+        parts = line.strip().split("|")
+        if len(parts) != 4:
+            continue
+        job_id, state, start, reason = parts
+        try:
+            epoch: float | None = datetime.fromisoformat(start).timestamp()
+        except ValueError:  # Unknown / None: not started
+            epoch = None
+        out[job_id] = JobStart(
+            state.split()[0] if state else "UNKNOWN", epoch, "" if reason == "None" else reason
+        )
+    return out
+
+
+def cluster_limits(site: Site) -> ClusterLimits:
+    """What this cluster says about one job's limits; a cluster that cannot be asked says nothing.
+
+    Asked only where a slurm.conf is found (the site's ``slurm_conf``, $SLURM_CONF, or Slurm's default
+    /etc/slurm/slurm.conf): without one the clients fall back to "configless" DNS SRV look-ups."""
+    import os
+    from pathlib import Path
+
+    conf = site.slurm.slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    if not Path(conf).is_file():
+        return ClusterLimits(source=f"not asked: no slurm.conf at {conf}")
+    env = {"SLURM_CONF": conf}
+    ev = hostio.run(["scontrol", "show", "config"], timeout_s=30, source="scontrol-config", env=env)
+    if not ev.ok:
+        return ClusterLimits(
+            source=f"scontrol show config failed: {(ev.stderr or 'no output').strip()[:120]}"
+        )
+    try:
+        cfg = scontrol_config.parse(ev.stdout)
+        ports = cfg.srun_port_range
+        rl = cfg.slurmctld_parameters
+        refill: float | None = None
+        if "rl_enable" in rl:  # src/slurmctld/rate_limit.c: 2 tokens per 1 s unless set
+            refill = float(rl.get("rl_refill_rate") or 2) / float(rl.get("rl_refill_period") or 1)
+        max_time: int | None = None
+        argv = ["scontrol", "show", "partition", *([site.slurm.partition] if site.slurm.partition else [])]
+        pev = hostio.run(argv, timeout_s=30, source="scontrol-partition", env=env)
+        if pev.ok:
+            parts = scontrol_config.parse_partitions(pev.stdout)
+            chosen = parts.get(site.slurm.partition or "") or next(
+                (p for p in parts.values() if p.default), None
+            )
+            max_time = chosen.max_time_min if chosen else None
+    except (ParseError, ValueError) as exc:
+        return ClusterLimits(source=f"scontrol show config: {exc}")
+    version = cfg.get("SLURM_VERSION") or "?"
+    return ClusterLimits(
+        max_step_count=cfg.max_step_count,
+        srun_ports=None if ports is None else ports[1] - ports[0] + 1,
+        rpc_refill_per_s=refill,
+        max_time_min=max_time,
+        source=f"scontrol show config (Slurm {version})",
+    )
 
 
 def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:

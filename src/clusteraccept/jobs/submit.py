@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import shlex
 import sys
@@ -26,8 +27,9 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from clusteraccept.errors import SubmitError
 from clusteraccept.evidence import Evidence
-from clusteraccept.jobs.slurm_clients import FINAL_STATES, sacct_state
+from clusteraccept.jobs.slurm_clients import FINAL_STATES, job_starts, sacct_state
 from clusteraccept.jobs.spool import mark_killed, read_spool
+from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob
 from clusteraccept.render import render
 from clusteraccept.site.model import Site
@@ -52,11 +54,25 @@ class JobOutcome:
 class _Pending:
     name: str
     job: Any
-    nodes: tuple[str, ...]
+    nodes: tuple[str, ...]  # what must come back: node names (probe job) or step names (campaign)
     kind: str
-    deadline: float
+    time_s: float  # the job's --time: its run is bounded from its start, not from its submission
+    hosts: tuple[str, ...] = ()  # the nodes it runs on
     spool: Path | None = None
+    submitted: float = field(default_factory=time.monotonic)
+    started: float | None = None  # monotonic time of its start (sacct Start); None: still queued
+    reason: str = ""  # why it still pends (sacct Reason)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+# squeue(1) JOB REASON CODES a job never leaves by waiting: its time or size is outside a limit.
+NEVER_STARTS = (
+    "PartitionTimeLimit",
+    "PartitionNodeLimit",
+    "QOSMaxWallDurationPerJobLimit",
+    "AssocMaxWallDurationPerJobLimit",
+)
+START_POLL_S = 5.0  # how often sacct is asked which queued jobs have started
 
 
 def slurm_parameters(
@@ -66,16 +82,20 @@ def slurm_parameters(
     nodes: int,
     tasks_per_node: int,
     use_srun: bool,
+    time_min: int,
     nodelist: Sequence[str] = (),
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters (names of ``_make_sbatch_string``) for one job. Pure."""
+    """submitit SlurmExecutor parameters (names of ``_make_sbatch_string``) for one job. Pure.
+
+    ``time_min`` is the job's own --time (plan/limits.fit: its worst case, within slurm.time_limit_min);
+    the site may not set --time in sbatch_options (site/slurm.py refuses it)."""
     s = site.slurm
     params: dict[str, Any] = {
         "job_name": f"clusteraccept-{name}",
         "nodes": nodes,
         "ntasks_per_node": tasks_per_node,
-        "time": s.time_limit_min,
+        "time": time_min,
         "use_srun": use_srun,
         # ... and the batch shell ignores the warning signal below (bash dies of an untrapped USR2).
         "setup": ["trap '' USR2", *render("sbatch_setup.j2", setup=site.setup, env=site.env).splitlines()],
@@ -95,7 +115,7 @@ def slurm_parameters(
     # 22.05 delivered it to every task of a --no-kill probe job seconds after one node failed (virtual
     # cluster), killing the survivors with their results. Slurm's time limit ends a job that overruns; the
     # finished steps are in the spool.
-    additional: dict[str, Any] = {"signal": f"B:USR2@{min(90, s.time_limit_min * 15)}"}
+    additional: dict[str, Any] = {"signal": f"B:USR2@{min(90, time_min * 15)}"}
     if s.reservation:
         additional["reservation"] = s.reservation
     if nodelist:
@@ -135,7 +155,9 @@ class JobLayer:
         self.jobs_dir = run_dir / "jobs"
         self.submitit_dir = run_dir / "submitit"
         self._pending: list[_Pending] = []
+        self._deferred: list[CampaignJob] = []  # shards waiting for the shard before them to end
         self.outcomes: list[JobOutcome] = []
+        self._starts_asked = 0.0
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
@@ -185,20 +207,31 @@ class JobLayer:
             lines = [ln for ln in text.splitlines() if "sbatch:" in ln or "error" in ln.lower()]
             raise SubmitError(f"sbatch refused job {name}: {(lines or [text])[-1].strip()}") from None
 
-    def _deadline(self) -> float:
-        return time.monotonic() + self.site.slurm.time_limit_min * 60 + GRACE_S
+    def _time_min(self, job: CampaignJob | ProbeJob) -> int:
+        """The job's --time: the plan's (plan/limits.fit), else its worst case within the site's cap."""
+        if job.time_min:
+            return job.time_min
+        cap = self.site.slurm.time_limit_min
+        if isinstance(job, ProbeJob):
+            worst = limits.PROBE_TIME_MIN
+        else:
+            lim = limits.resolve(self.site.slurm)
+            worst = math.ceil(limits.job_seconds(job, lim, limits.snapshots_of(self.site, job.nodes)) / 60)
+        return worst if cap is None else min(worst, cap)
 
     # --- submission ------------------------------------------------------------------------------------
     def submit_probes(self, job: ProbeJob, options: dict[str, object]) -> None:
         from clusteraccept.jobs.node_entry import collect_node
 
         local = self.executor_name != "slurm"
+        time_min = self._time_min(job)
         params = slurm_parameters(
             self.site,
             name=job.name,
             nodes=1 if local else len(job.nodes),
             tasks_per_node=1,
             use_srun=True,
+            time_min=time_min,
             nodelist=() if local else job.nodes,
             extra={"no-kill": True},
         )
@@ -216,7 +249,7 @@ class JobLayer:
 
             for node in job.nodes:
                 sub = self._submit(f"{job.name}-{node}", params, collect_as, node, job.families, options)
-                self._pending.append(_Pending(job.name, sub, (node,), "probe", self._deadline()))
+                self._pending.append(_Pending(job.name, sub, (node,), "probe", time_min * 60.0, (node,)))
             return
         try:
             sub = self._submit(job.name, params, collect_node, job.families, options)
@@ -225,49 +258,27 @@ class JobLayer:
                 JobOutcome(job.name, None, "SUBMIT_ERROR", missing=job.nodes, message=str(exc))
             )
             return
-        self._pending.append(_Pending(job.name, sub, job.nodes, "probe", self._deadline()))
+        self._pending.append(_Pending(job.name, sub, job.nodes, "probe", time_min * 60.0, job.nodes))
 
     def submit_campaign(self, job: CampaignJob) -> None:
+        """Write the job's scripts and submit it; a shard whose shard before it has not ended yet is
+        submitted when that one ends (``wait``): its queue time counts from then, and two shards never
+        measure each other."""
+        params = self._campaign_params(job)
+        script = self._write_campaign_files(job, params)
+        if self.dry_run:
+            self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
+        elif job.after and any(p.name == job.after for p in self._pending):
+            self._deferred.append(job)
+        else:
+            self._start_campaign(job, params)
+
+    def _start_campaign(self, job: CampaignJob, params: dict[str, Any]) -> None:
         from clusteraccept.jobs.node_entry import drive_campaign
         from clusteraccept.plan.commands import counters_argv
 
-        params = slurm_parameters(
-            self.site,
-            name=job.name,
-            nodes=len(job.nodes),
-            tasks_per_node=1,
-            use_srun=False,
-            nodelist=job.nodes,
-            # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
-            # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
-            # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
-            extra={"no-requeue": True},
-        )
-        script = self._script(job.name, params)
-        self._write_script(job.name, script)
-        steps_file = self.jobs_dir / f"{job.name}.steps.sh"
-        snap_argv = counters_argv(self.site, job.nodes)
-        snap_line = (
-            # a comment: the driver fills the spool paths and labels in (the file stays valid bash)
-            f"# port counters (driver.py): {shlex.join(snap_argv)} --rails SPOOL/meta/node-rails.json "
-            "--out SPOOL/counters --label JOB-sK --meta LABELS\n"
-            if snap_argv
-            else ""
-        )
-        lines = [snap_line] + [
-            f"# round {r.index}: {r.label} ({len(r.steps)} concurrent steps)\n"
-            + "".join(_shell_line(s.argv) + " &\n" for s in r.steps)
-            + "wait\n"
-            + snap_line
-            for r in job.rounds
-        ]
-        steps_file.write_text(
-            "#!/bin/bash\n# Inner job steps the campaign driver launches, round by round.\n" + "".join(lines)
-        )
-        if self.dry_run:
-            self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
-            return
         spool = self.run_dir / "spool" / job.name
+        snap_argv = counters_argv(self.site, job.nodes)
         try:
             sub = self._submit(
                 job.name,
@@ -291,37 +302,145 @@ class JobLayer:
                     message=str(exc),
                 )
             )
+            self._release(job.name)
             return
         steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps)
-        self._pending.append(_Pending(job.name, sub, steps, "campaign", self._deadline(), spool))
+        time_s = params["time"] * 60.0
+        self._pending.append(_Pending(job.name, sub, steps, "campaign", time_s, job.nodes, spool))
+
+    def _campaign_params(self, job: CampaignJob) -> dict[str, Any]:
+        return slurm_parameters(
+            self.site,
+            name=job.name,
+            nodes=len(job.nodes),
+            tasks_per_node=1,
+            use_srun=False,
+            time_min=self._time_min(job),
+            nodelist=job.nodes,
+            # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
+            # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
+            # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
+            extra={"no-requeue": True},
+        )
+
+    def _write_campaign_files(self, job: CampaignJob, params: dict[str, Any]) -> str:
+        """The sbatch script and the step lines the driver will run, wave by wave (``jobs/``)."""
+        from clusteraccept.plan.commands import counters_argv
+
+        script = self._script(job.name, params)
+        self._write_script(job.name, script)
+        snap_argv = counters_argv(self.site, job.nodes)
+        snap_line = (
+            # a comment: the driver fills the spool paths and labels in (the file stays valid bash)
+            f"# port counters (driver.py): {shlex.join(snap_argv)} --rails SPOOL/meta/node-rails.json "
+            "--out SPOOL/counters --label JOB-sK --meta LABELS\n"
+            if snap_argv
+            else ""
+        )
+        head = "#!/bin/bash\n# Inner job steps the campaign driver launches, round by round.\n"
+        if job.after:
+            head += f"# submitted when {job.after} has ended (a shard of the same campaign)\n"
+        if job.step_interval_s:
+            head += f"# step starts paced {job.step_interval_s:g} s apart (slurm.step_rate_per_s)\n"
+        lines = [head, snap_line]
+        for r in job.rounds:
+            parts = limits.waves(r.steps, job.max_concurrent)
+            many = f"{len(r.steps)} steps in {len(parts)} waves" if len(parts) > 1 else ""
+            lines.append(f"# round {r.index}: {r.label} ({many or f'{len(r.steps)} concurrent steps'})\n")
+            for k, wave in enumerate(parts, 1):
+                if len(parts) > 1:
+                    lines.append(f"# wave {k}/{len(parts)}: {len(wave)} steps\n")
+                lines.append("".join(_shell_line(s.argv) + " &\n" for s in wave) + "wait\n")
+            lines.append(snap_line)
+        (self.jobs_dir / f"{job.name}.steps.sh").write_text("".join(lines))
+        return script
+
+    def _release(self, name: str) -> None:
+        """Submit the shards that were waiting for job ``name`` to end."""
+        ready = [j for j in self._deferred if j.after == name]
+        self._deferred = [j for j in self._deferred if j.after != name]
+        for job in ready:
+            self._start_campaign(job, self._campaign_params(job))
 
     # --- results ---------------------------------------------------------------------------------------
     def wait(self, poll_s: float | None = None) -> list[JobOutcome]:
         """Wait (bounded) for every submitted job and turn what came back into outcomes.
 
-        Polling asks Slurm (submitit's sacct) about every pending job: every 0.5 s. A local job's state is
-        its process's and files' on this machine, cheap to ask: every 0.05 s, so a run on one host (and
-        every unit test through the local executor) does not wait up to half a second for each job."""
+        A job's run is bounded from its start (its --time plus a grace), its wait in the queue separately
+        (``slurm.queue_timeout_min``): a job queued behind another of the run's jobs on the same nodes
+        is not timed out for waiting. Polling asks Slurm (submitit's sacct) about every pending job every
+        0.5 s, and sacct which queued jobs have started every 5 s. A local job's state is its process's
+        and files' on this machine, cheap to ask: every 0.05 s, so a run on one host (and every unit test
+        through the local executor) does not wait up to half a second for each job."""
+        slurm = self.executor_name == "slurm"
         if poll_s is None:
-            poll_s = 0.5 if self.executor_name == "slurm" else 0.05
+            poll_s = 0.5 if slurm else 0.05
         while self._pending:
+            if slurm:
+                self._refresh_starts()
             for p in list(self._pending):
                 done = _job_done(p.job)
-                if done or time.monotonic() > p.deadline:
+                if not slurm and p.started is None:
+                    p.started = p.submitted  # a local job starts when it is submitted
+                why = "" if done else self._overdue(p)
+                if done or why:
                     self._pending.remove(p)
-                    self.outcomes.append(self._collect(p, timed_out=not done))
+                    self.outcomes.append(self._collect(p, timed_out=bool(why), why=why))
+                    self._release(p.name)
             if self._pending:
                 time.sleep(poll_s)
         return self.outcomes
 
-    def _collect(self, p: _Pending, timed_out: bool) -> JobOutcome:
+    def _refresh_starts(self) -> None:
+        queued = [p for p in self._pending if p.started is None and str(getattr(p.job, "job_id", ""))]
+        if not queued or time.monotonic() - self._starts_asked < START_POLL_S:
+            return
+        self._starts_asked = time.monotonic()
+        starts = job_starts([str(p.job.job_id) for p in queued], self.site.slurm.slurm_conf)
+        for p in queued:
+            st = starts.get(str(p.job.job_id))
+            if st is None:
+                continue
+            p.reason = st.reason
+            if st.start_epoch is not None:  # sacct's wall clock -> this process's monotonic clock
+                p.started = time.monotonic() - max(0.0, time.time() - st.start_epoch)
+
+    def _overdue(self, p: _Pending) -> str:
+        """Why ``p`` is given up on now (its state then: WAIT_TIMEOUT or QUEUE_TIMEOUT), "" if it is not."""
+        now = time.monotonic()
+        if p.started is not None:
+            if now > p.started + p.time_s + GRACE_S:
+                return "WAIT_TIMEOUT"
+            return ""
+        queue_s = self.site.slurm.queue_timeout_min * 60.0
+        if now > p.submitted + queue_s or p.reason in NEVER_STARTS:
+            return "QUEUE_TIMEOUT"
+        return ""
+
+    def _queue_message(self, p: _Pending) -> str:
+        waited = time.monotonic() - p.submitted
+        hours, mins = divmod(int(waited // 60), 60)
+        behind = [q.name for q in self._pending if q.started is not None and set(q.hosts) & set(p.hosts)]
+        said = f" (Slurm: {p.reason})" if p.reason else ""
+        if p.reason in NEVER_STARTS:
+            return f"never started{said}: the job is outside a limit of its partition, QOS or account"
+        return (
+            f"waited {hours} h {mins} min in the queue without starting{said}"
+            + (f", behind {', '.join(behind)} (running on the same nodes)" if behind else "")
+            + f"; slurm.queue_timeout_min={self.site.slurm.queue_timeout_min}"
+        )
+
+    def _collect(self, p: _Pending, timed_out: bool, why: str = "") -> JobOutcome:
         job_id = str(getattr(p.job, "job_id", "")) or None
+        queue_msg = self._queue_message(p) if why == "QUEUE_TIMEOUT" else ""
         if timed_out:
             _cancel(p.job)
-        state = "WAIT_TIMEOUT" if timed_out else _final_state(p.job)
+        state = (why or "WAIT_TIMEOUT") if timed_out else _final_state(p.job)
         evidence: list[Evidence] = []
         errors: list[str] = []
-        if p.kind == "probe":
+        if queue_msg:  # never started: nothing ran, nothing to fetch
+            missing = p.nodes
+        elif p.kind == "probe":
             for i in range(len(p.nodes) if self.executor_name == "slurm" else 1):  # local: one per node
                 try:
                     evidence.extend(p.job.task(i).result())
@@ -338,7 +457,7 @@ class JobLayer:
                 evidence.extend(mark_killed(read_spool(p.spool), state))
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
-        msg = f"Slurm job {job_id} ended {state}"
+        msg = f"Slurm job {job_id} ended {state}" + (f": {queue_msg}" if queue_msg else "")
         if missing:
             msg += f"; nothing came back from {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
         if errors and (missing or state not in ("COMPLETED", "FINISHED", "DONE")):

@@ -78,10 +78,17 @@ class Round:
 
 @dataclass(frozen=True)
 class CampaignJob:
+    """One campaign allocation. The fields after ``rounds`` are set by plan/limits.fit (0/"" until then:
+    unbounded waves, unpaced, the site's time cap, no job to wait for)."""
+
     name: str
     block: str
     nodes: tuple[str, ...]
     rounds: tuple[Round, ...]
+    max_concurrent: int = 0  # steps at once: a larger round runs as waves (plan/limits.waves)
+    step_interval_s: float = 0.0  # at least this long between two step starts (slurm.step_rate_per_s)
+    time_min: int = 0  # its --time: the worst case of its rounds
+    after: str = ""  # the job (a shard before it) it starts after: sbatch --dependency=afterany
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,7 @@ class ProbeJob:
     name: str
     nodes: tuple[str, ...]
     families: tuple[str, ...]
+    time_min: int = 0  # its --time (plan/limits.fit); 0: the site's cap or limits.PROBE_TIME_MIN
 
 
 @dataclass(frozen=True)
@@ -322,6 +330,10 @@ def describe(plan: Plan) -> dict[str, object]:
                 "name": j.name,
                 "block": j.block,
                 "nodes": list(j.nodes),
+                "time_min": j.time_min,
+                "after": j.after,
+                "max_concurrent": j.max_concurrent,
+                "step_interval_s": j.step_interval_s,
                 "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],
             }
             for j in plan.campaign_jobs

@@ -1,12 +1,21 @@
-"""The site's ``slurm`` section: how jobs are submitted (executor, partition, account, limits), validated."""
+"""The site's ``slurm`` section: how jobs are submitted (executor, partition, account, limits), validated.
+
+The limits a real Slurm enforces on one job (``max_steps_per_job``, ``max_concurrent_steps``,
+``step_rate_per_s``) default to what the cluster says (``scontrol show config``, read at run time:
+plan/limits.py decides which value wins); ``time_limit_min`` caps the ``--time`` the plan derives for each
+job, ``queue_timeout_min`` bounds how long a job may wait in the queue before it starts.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.schema import Section, expand_repo
 
 EXECUTORS = ("slurm", "local", "debug")
+# sbatch options the suite sets itself for each job (from its plan): a site may not set them around it.
+SUITE_MANAGED = {"time": "slurm.time_limit_min caps it", "t": "slurm.time_limit_min caps it"}
 
 
 @dataclass(frozen=True)
@@ -18,11 +27,16 @@ class Slurm:
     reservation: str | None = None
     constraint: str | None = None
     exclusive: bool = True
-    time_limit_min: int = 30
+    # a cap on every job's --time (the plan derives each from its rounds); None: the partition's MaxTime
+    time_limit_min: int | None = None
     step_timeout_s: int = 600
     sbatch_options: dict[str, str] = field(default_factory=dict)
     python: str | None = None
     slurm_conf: str | None = None
+    max_steps_per_job: int | None = None  # None: the cluster's MaxStepCount, else 40,000
+    max_concurrent_steps: int | None = None  # None: from the cluster's SrunPortRange, else 256
+    step_rate_per_s: float | None = None  # None: the cluster's RPC rate limit where rl_enable, else unpaced
+    queue_timeout_min: int = 720  # how long a job may wait to start before the run gives up on it
 
 
 def parse_slurm(top: Section) -> Slurm:
@@ -42,8 +56,21 @@ def parse_slurm(top: Section) -> Slurm:
             "sbatch_options",
             "python",
             "slurm_conf",
+            "max_steps_per_job",
+            "max_concurrent_steps",
+            "step_rate_per_s",
+            "queue_timeout_min",
         ],
     )
+    options = s.str_map("sbatch_options")
+    for key, why in SUITE_MANAGED.items():
+        if key in options:
+            raise SiteConfigError(
+                s.file,
+                s.key(f"sbatch_options.{key}"),
+                f"no --{key}: the suite sets each job's --time from its plan ({why})",
+                repr(options[key]),
+            )
     return Slurm(
         executor=s.choice("executor", EXECUTORS, default="slurm"),
         partition=s.string("partition", default=None),
@@ -52,9 +79,20 @@ def parse_slurm(top: Section) -> Slurm:
         reservation=s.string("reservation", default=None),
         constraint=s.string("constraint", default=None),
         exclusive=s.flag("exclusive", default=True),
-        time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=30, minimum=1),
+        time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=None, minimum=1),
         step_timeout_s=s.integer("step_timeout_s", "seconds >= 1", default=600, minimum=1),
-        sbatch_options=s.str_map("sbatch_options"),
+        sbatch_options=options,
         python=expand_repo(s.string("python", "a path to the python of the shared virtualenv", default=None)),
         slurm_conf=expand_repo(s.string("slurm_conf", default=None)),
+        max_steps_per_job=s.integer("max_steps_per_job", "an integer >= 2", default=None, minimum=2),
+        max_concurrent_steps=s.integer("max_concurrent_steps", "an integer >= 1", default=None, minimum=1),
+        step_rate_per_s=_positive(s, "step_rate_per_s"),
+        queue_timeout_min=s.integer("queue_timeout_min", "minutes >= 1", default=720, minimum=1),
     )
+
+
+def _positive(s: Section, name: str) -> float | None:
+    value = s.number(name, "a number of steps per second > 0", default=None, minimum=0.0)
+    if value is not None and value <= 0:
+        raise s.error(name, "a number of steps per second > 0", value)
+    return value  # type: ignore[no-any-return]
