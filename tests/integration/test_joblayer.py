@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -201,3 +202,50 @@ def test_drained_node_is_left_out_and_reported(vcluster: Any) -> None:
     assert "admin: PSU swap" in pre["message"] and "drain" in pre["message"]
     assert probe["state"] == "COMPLETED" and probe["missing"] == []
     assert results["plan"]["probe_jobs"][0]["nodes"] == [n for n in vcluster.nodes if n != victim]
+
+
+def _holder_and_quick(vcluster: Any, hold_s: int) -> tuple[CampaignJob, CampaignJob]:
+    """Two campaigns on the same two nodes (exclusive jobs: the second queues behind the first): one
+    step that holds them ``hold_s``, and one quick step with a one-minute --time."""
+    a, b = vcluster.nodes[:2]
+    srun = ["srun", "-N2", "-n2", "-w", f"{a},{b}", "--exact", "--overlap"]
+    hold = Round(0, "hold", (step((a, b), [*srun, "sleep", str(hold_s)], f"{a}-{b}:rail0"),))
+    quick = Round(0, "quick", (step((a, b), [*srun, "hostname"], f"{a}-{b}:rail0"),))
+    return (
+        CampaignJob("campaign-hold", "t", (a, b), (hold,), time_min=3),
+        CampaignJob("campaign-quick", "t", (a, b), (quick,), time_min=1),
+    )
+
+
+def test_a_job_queued_behind_another_is_not_timed_out_for_waiting(vcluster: Any) -> None:
+    """campaign-quick's own bound is 1 min + 5 s: from its submission it would run out while it waits
+    ~70 s behind campaign-hold; counted from its start (sacct Start) it completes."""
+    site = make_site(vcluster, time_limit_min=5, step_timeout_s=120)
+    layer = JobLayer(site, run_dir(vcluster, "queued"))
+    layer.grace_s = 5.0
+    hold, quick = _holder_and_quick(vcluster, 70)
+    layer.submit_campaign(hold)
+    time.sleep(2)  # hold is submitted (and scheduled) first
+    layer.submit_campaign(quick)
+    t0 = time.monotonic()
+    outcomes = {o.name: o for o in layer.wait()}
+    assert outcomes["campaign-hold"].state == "COMPLETED", outcomes["campaign-hold"].message
+    assert outcomes["campaign-quick"].state == "COMPLETED", outcomes["campaign-quick"].message
+    assert time.monotonic() - t0 > 65  # it really waited past its own bound before it started
+
+
+def test_a_job_that_never_starts_ends_queue_timeout_naming_what_it_waits_behind(vcluster: Any) -> None:
+    site = make_site(vcluster, time_limit_min=5, step_timeout_s=200, queue_timeout_min=1)
+    layer = JobLayer(site, run_dir(vcluster, "queue-timeout"))
+    hold, quick = _holder_and_quick(vcluster, 85)  # holds the nodes past quick's 1-minute queue bound
+    layer.submit_campaign(hold)
+    time.sleep(2)
+    layer.submit_campaign(quick)
+    outcomes = {o.name: o for o in layer.wait()}
+    assert outcomes["campaign-hold"].state == "COMPLETED", outcomes["campaign-hold"].message
+    queued = outcomes["campaign-quick"]
+    assert queued.state == "QUEUE_TIMEOUT", queued
+    assert re.search(r"waited 0 h 1 min in the queue without starting \(Slurm: \w+\)", queued.message), queued
+    assert "behind campaign-hold (running on the same nodes); slurm.queue_timeout_min=1" in queued.message
+    assert queued.missing == (f"sendrecv:{vcluster.nodes[0]}-{vcluster.nodes[1]}:rail0",)
+    assert queued.evidence == ()

@@ -3,6 +3,7 @@ parse CLI."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -25,6 +26,37 @@ def test_runner_live_command_timeout_and_missing() -> None:
     assert slow.returncode is None and "timed out after 0.2 s" in slow.stderr
     missing = hostio.run(["/no/such/tool", "-x"], timeout_s=5)
     assert missing.returncode == 127 and "not found" in missing.stderr
+
+
+def test_run_many_runs_at_once_in_order_each_with_its_timeout(tmp_path: Path) -> None:
+    # a rendezvous: each command waits for the other's file, so run one after the other they would both
+    # time out; at once they both end (no timing is asserted)
+    a, b = tmp_path / "a", tmp_path / "b"
+    wait_for = (
+        "touch {me}; i=0; while [ ! -e {other} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; "
+        "test -e {other} && echo {name}"
+    )
+    evs = hostio.run_many(
+        [
+            ["sh", "-c", wait_for.format(me=a, other=b, name="A")],
+            ["sh", "-c", wait_for.format(me=b, other=a, name="B")],
+            ["sleep", "0.1"],
+            ["/no/such/tool"],
+        ],
+        timeout_s=10,
+    )
+    assert [ev.stdout for ev in evs[:2]] == ["A\n", "B\n"] and [ev.returncode for ev in evs[:2]] == [0, 0]
+    assert evs[2].returncode == 0 and evs[3].returncode == 127
+    slow = hostio.run_many([["sleep", "5"], ["true"]], timeout_s=0.3)
+    assert slow[0].returncode is None and "timed out after 0.3 s" in slow[0].stderr
+    assert slow[1].returncode == 0
+
+
+def test_run_many_paces_its_starts(tmp_path: Path) -> None:
+    stamp = [sys.executable, "-c", "import time; print(time.monotonic())"]
+    evs = hostio.run_many([stamp] * 4, timeout_s=30, start_interval_s=0.2)
+    starts = [float(ev.stdout) for ev in evs]
+    assert all(b - a >= 0.18 for a, b in itertools.pairwise(starts))  # never closer than asked
 
 
 def test_runner_host_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

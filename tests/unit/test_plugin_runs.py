@@ -149,3 +149,34 @@ def test_a_bad_k_expression_is_a_usage_error(run_pytest: PytestRunner, tmp_path:
     proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run", "-k", "rail3 and (")
     assert proc.returncode == 4, proc.stdout[-1000:]  # pytest's usage error
     assert "Wrong expression passed to '-k': rail3 and (" in proc.stdout + proc.stderr
+
+
+def test_small_limits_shard_and_wave_a_run_and_judge_it_the_same(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """The nccl items of the demo, once as planned and once within small limits (14 steps per job, 4 at
+    once, 20 step starts/s): the cross-block campaign is sharded, its rounds run in waves, and every
+    verdict is the same."""
+    outcomes = {}
+    for how, extra in (("plain", ""), ("limited", LIMITS)):
+        out = tmp_path / how
+        out.mkdir()
+        site = demo_site(out)
+        timeout = "  step_timeout_s: 120\n"
+        site.write_text(site.read_text().replace(timeout, timeout + extra))
+        proc = run_pytest(f"--site={site}", "--executor=local", f"--reports-dir={out}", "suites/", "-knccl")
+        assert proc.returncode == 1, proc.stdout[-2000:]
+        run = only_run(out)
+        results = record.load(run)
+        outcomes[how] = {(v["check"], v["subject"]): v["outcome"] for v in results["verdicts"]}
+        if how == "limited":
+            jobs = {j["name"]: j for j in results["plan"]["campaign_jobs"]}
+            assert "campaign-cross-p1" in jobs and jobs["campaign-cross-p2"]["after"] == "campaign-cross-p1"
+            assert {j["state"] for j in results["jobs"]} == {"FINISHED"}, results["jobs"]
+            assert results["limits"]["max_steps_per_job"] == 14
+            steps = (run / "jobs" / "campaign-leaf1-p1.steps.sh").read_text()
+            assert "# wave 2/2: 4 steps" in steps  # a pair's 8 rails over the cap of 4
+    assert outcomes["limited"] == outcomes["plain"]
+
+
+LIMITS = "  max_steps_per_job: 14\n  max_concurrent_steps: 4\n  step_rate_per_s: 20\n"

@@ -1,8 +1,7 @@
 """Every Slurm client command the submit host runs beside submitit (which stays in submit.py).
 
 - ``sacct -j ID -X -n -P -o State``: a job's own state;
-- ``sacct -j ID,ID... -X -n -P -o JobID,State,Start,Reason``: when pending jobs started, or why not yet
-  (sacct(1): -X the allocation only, -P parsable with ``|``; Start is ``Unknown`` until the job starts);
+- ``squeue -h -j ID,ID... -o '%i|%T|%S|%r'``: when queued jobs started, or why not yet;
 - ``scontrol show config`` and ``scontrol show partition``: the cluster's limits on a job (plan/limits.py);
 - ``scontrol show topology``: the blocks (``blocks: slurm``);
 - ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name, %T extended
@@ -57,24 +56,32 @@ class JobStart:
 
 
 def job_starts(job_ids: Sequence[str], slurm_conf: str | None = None) -> dict[str, JobStart]:
-    """Each job's state, start time and pending reason; jobs sacct does not know yet are left out."""
+    """Each queued or running job's state, start time and pending reason (squeue: the controller's own
+    view; sacct's Reason stays ``None`` for a pending job). Jobs squeue no longer lists are left out."""
+    argv = ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%S|%r"]
+    ev = hostio.run(argv, timeout_s=30, source="squeue", env=slurm_env(slurm_conf))
+    return parse_squeue_starts(ev.stdout) if ev.ok else {}
+
+
+def parse_squeue_starts(text: str) -> dict[str, JobStart]:
+    """``squeue -h -o '%i|%T|%S|%r'`` lines (squeue(1): job id, state, start time, reason). %S is the
+    actual start of a job that runs and only the expected one of a pending job: a start is taken only
+    from a job that is no longer PENDING."""
     from datetime import datetime
 
-    argv = ["sacct", "-j", ",".join(job_ids), "-X", "-n", "-P", "-o", "JobID,State,Start,Reason"]
-    ev = hostio.run(argv, timeout_s=30, source="sacct", env=slurm_env(slurm_conf))
     out: dict[str, JobStart] = {}
-    for line in ev.stdout.splitlines() if ev.ok else ():
+    for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 4:
+        if len(parts) != 4 or not parts[0]:
             continue
         job_id, state, start, reason = parts
-        try:
-            epoch: float | None = datetime.fromisoformat(start).timestamp()
-        except ValueError:  # Unknown / None: not started
-            epoch = None
-        out[job_id] = JobStart(
-            state.split()[0] if state else "UNKNOWN", epoch, "" if reason == "None" else reason
-        )
+        epoch: float | None = None
+        if state not in ("PENDING", "CONFIGURING"):
+            try:
+                epoch = datetime.fromisoformat(start).timestamp()
+            except ValueError:  # N/A, Unknown
+                epoch = None
+        out[job_id] = JobStart(state or "UNKNOWN", epoch, "" if reason == "None" else reason)
     return out
 
 

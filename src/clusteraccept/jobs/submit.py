@@ -158,6 +158,7 @@ class JobLayer:
         self._deferred: list[CampaignJob] = []  # shards waiting for the shard before them to end
         self.outcomes: list[JobOutcome] = []
         self._starts_asked = 0.0
+        self.grace_s = GRACE_S  # past a job's --time before the run gives up on it (tests shorten it)
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
@@ -409,7 +410,7 @@ class JobLayer:
         """Why ``p`` is given up on now (its state then: WAIT_TIMEOUT or QUEUE_TIMEOUT), "" if it is not."""
         now = time.monotonic()
         if p.started is not None:
-            if now > p.started + p.time_s + GRACE_S:
+            if now > p.started + p.time_s + self.grace_s:
                 return "WAIT_TIMEOUT"
             return ""
         queue_s = self.site.slurm.queue_timeout_min * 60.0

@@ -1,0 +1,196 @@
+"""Slurm's limits on a job (plan/limits.py): which value wins, waves, shards, --time; and what the cluster
+says (parsers/scontrol_config.py on real `scontrol show config` / `show partition` output)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusteraccept.errors import SiteConfigError
+from clusteraccept.parsers import scontrol_config
+from clusteraccept.plan import limits
+from clusteraccept.plan.jobs import make_plan
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "scontrol-config"
+CONFIG = (DATA / "slurm-22.05.8-vcluster.txt").read_text()
+PARTITION = (DATA / "partition-22.05.8-vcluster.txt").read_text()
+
+
+def make_site(n_nodes: int, block: int, rails: int = 2, **slurm: object) -> Site:
+    nodes = [f"n{i:03d}" for i in range(1, n_nodes + 1)]
+    blocks = {f"b{k}": ",".join(nodes[i : i + block]) for k, i in enumerate(range(0, n_nodes, block))}
+    data = {
+        "name": "limits",
+        "slurm": {"executor": "slurm", "step_timeout_s": 60, **slurm},
+        "tools": {"nccl_tests_bin": "/opt/nccl-tests/bin"},
+        "nodes": ",".join(nodes),
+        "blocks": blocks,
+        "node_types": {
+            "t": {"gpus": rails, "rails": {f"gpu{g}": {"hca": f"mlx5_{g}"} for g in range(rails)}}
+        },
+    }
+    return parse_site(Path("limits.yaml"), data)
+
+
+# --- which value wins ----------------------------------------------------------------------------------
+
+
+def test_neither_says_gives_the_fallbacks() -> None:
+    lim = limits.resolve(make_site(4, 2).slurm)
+    assert (lim.max_steps_per_job, lim.max_concurrent_steps, lim.step_rate_per_s) == (40_000, 256, None)
+    assert lim.time_limit_min is None
+    assert any("fallback" in n for n in lim.notes)
+
+
+def test_the_smaller_of_site_and_cluster_wins_and_a_site_above_the_cluster_is_said() -> None:
+    cluster = limits.ClusterLimits(max_step_count=40_000, srun_ports=3000, max_time_min=600, source="t")
+    above = limits.resolve(make_site(4, 2, max_steps_per_job=50_000).slurm, cluster)
+    assert above.max_steps_per_job == 40_000
+    assert any("max_steps_per_job=50000 is above the cluster's MaxStepCount=40000" in n for n in above.notes)
+    below = limits.resolve(make_site(4, 2, max_steps_per_job=100, time_limit_min=60).slurm, cluster)
+    assert (below.max_steps_per_job, below.time_limit_min) == (100, 60)
+    assert below.max_concurrent_steps == 750  # 3,000 ports / 4 per srun
+
+
+def test_rl_enable_paces_at_half_the_refill_rate() -> None:
+    cluster = limits.ClusterLimits(rpc_refill_per_s=2.0, source="t")
+    assert limits.resolve(make_site(4, 2).slurm, cluster).step_rate_per_s == 1.0
+    assert limits.resolve(make_site(4, 2, step_rate_per_s=0.5).slurm, cluster).step_rate_per_s == 0.5
+
+
+# --- what the cluster says (real captures; edited lines are said so) ----------------------------------
+
+
+def test_real_show_config_22_05() -> None:
+    cfg = scontrol_config.parse(CONFIG)
+    assert cfg.max_step_count == 40_000
+    assert cfg.srun_port_range is None  # "0-0": ephemeral ports
+    assert cfg.slurmctld_parameters == {}  # "(null)"
+    assert cfg.get("SLURM_VERSION") == "22.05.8"
+
+
+def test_show_config_with_a_port_range_and_rl_enable() -> None:
+    # the real capture with two lines edited as a site with these settings prints them
+    rl = "enable_configless,rl_enable,rl_refill_rate=10"
+    text = CONFIG.replace("SrunPortRange           = 0-0", "SrunPortRange           = 60001-63000")
+    text = text.replace("SlurmctldParameters     = (null)", f"SlurmctldParameters     = {rl}")
+    cfg = scontrol_config.parse(text)
+    assert cfg.srun_port_range == (60001, 63000)
+    assert cfg.slurmctld_parameters == {"enable_configless": "", "rl_enable": "", "rl_refill_rate": "10"}
+
+
+def test_show_partition_max_time() -> None:
+    parts = scontrol_config.parse_partitions(PARTITION)
+    assert parts["gpu"].max_time_min == 7 * 1440 and parts["gpu"].default
+    unlimited = scontrol_config.parse_partitions(PARTITION.replace("MaxTime=7-00:00:00", "MaxTime=UNLIMITED"))
+    assert unlimited["gpu"].max_time_min is None
+    assert scontrol_config.minutes("01:30:00") == 90 and scontrol_config.minutes("00:00:30") == 1
+
+
+def test_not_show_config_is_a_parse_error() -> None:
+    with pytest.raises(scontrol_config.ParseError, match="line 1: expected scontrol show config output"):
+        scontrol_config.parse("slurm_load_ctl_conf error: Unable to contact slurm controller\n")
+
+
+# --- waves, shards, time --------------------------------------------------------------------------------
+
+
+def test_a_round_over_the_cap_runs_in_waves_with_a_pairs_rails_together() -> None:
+    site = make_site(8, 8, rails=2)
+    job = make_plan(site, families=()).campaign_jobs[0]
+    pair_round = next(r for r in job.rounds if "pairs" in r.label)  # 4 pairs x 2 rails
+    parts = limits.waves(pair_round.steps, 3)
+    assert [len(w) for w in parts] == [2, 2, 2, 2]  # 3 would split a pair: 2 per wave
+    assert all(len({s.nodes for s in w}) == 1 for w in parts)
+    assert [len(w) for w in limits.waves(pair_round.steps, 4)] == [4, 4]
+    assert [len(w) for w in limits.waves(pair_round.steps, 1)] == [1] * 8  # a pair alone over the cap
+
+
+def test_job_time_is_its_worst_case() -> None:
+    site = make_site(4, 4, rails=1)
+    job = make_plan(site, families=()).campaign_jobs[0]
+    lim = limits.resolve(site.slurm)
+    rounds = len(job.rounds)
+    expected = rounds * 60 + (rounds + 1) * limits.SNAPSHOT_S + limits.DRIVER_MARGIN_S
+    assert limits.job_seconds(job, lim, snapshots=True) == expected
+    paced = limits.resolve(make_site(4, 4, rails=1, step_rate_per_s=2).slurm)
+    steps = sum(len(r.steps) for r in job.rounds)
+    assert limits.job_seconds(job, paced, snapshots=True) == expected + steps / 2
+
+
+def _check_fitted(site: Site, lim: limits.Limits) -> None:
+    plan = make_plan(site, families=())
+    fitted = limits.fit(plan, site, lim)
+    before = Counter(s.name for s in plan.steps())
+    after = Counter(s.name for s in fitted.steps())
+    assert after == before  # every planned step once, none lost, none twice
+    by_name = {j.name: j for j in fitted.campaign_jobs}
+    for job in fitted.campaign_jobs:
+        snaps = limits.snapshots_of(site, job.nodes)
+        assert limits.job_steps(job, snaps) <= lim.max_steps_per_job
+        if lim.time_limit_min is not None:
+            assert job.time_min <= lim.time_limit_min
+        assert job.after == "" or by_name[job.after].block == job.block  # a shard after its own campaign
+        for rnd in job.rounds:
+            for wave in limits.waves(rnd.steps, job.max_concurrent):
+                assert len(wave) <= lim.max_concurrent_steps
+                for rail in {s.rail for s in wave}:  # a node runs one step per rail at a time
+                    nodes = [n for s in wave if s.rail == rail for n in s.nodes]
+                    assert len(nodes) == len(set(nodes))
+            assert all(set(s.nodes) <= set(job.nodes) for s in rnd.steps)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(2, 24),
+    st.integers(2, 8),
+    st.integers(1, 3),
+    st.integers(12, 200),
+    st.integers(1, 16),
+)
+def test_fitted_plan_keeps_every_pair_once_within_the_limits(
+    n_nodes: int, block: int, rails: int, max_steps: int, concurrent: int
+) -> None:
+    site = make_site(n_nodes, block, rails, max_steps_per_job=max_steps, max_concurrent_steps=concurrent)
+    _check_fitted(site, limits.resolve(site.slurm))
+
+
+def test_small_limits_shard_and_wave_the_cross_job() -> None:
+    site = make_site(16, 4, rails=2, max_steps_per_job=20, max_concurrent_steps=4, step_rate_per_s=2)
+    lim = limits.resolve(site.slurm)
+    _check_fitted(site, lim)
+    fitted = limits.fit(make_plan(site, families=()), site, lim)
+    cross = [j for j in fitted.campaign_jobs if j.block == "cross"]
+    assert len(cross) > 1 and cross[0].name == "campaign-cross-p1" and cross[1].after == "campaign-cross-p1"
+    assert all(j.step_interval_s == 0.5 for j in fitted.campaign_jobs)
+
+
+def test_time_cap_shards_and_a_wave_over_the_cap_is_refused() -> None:
+    site = make_site(8, 8, rails=1, time_limit_min=12)  # a wave: 60 s + 120 s snapshot; margin 300 s
+    _check_fitted(site, limits.resolve(site.slurm))
+    tight = make_site(8, 8, rails=1, time_limit_min=5, step_timeout_s=600)
+    with pytest.raises(SiteConfigError, match=r"slurm.time_limit_min: expected room for one wave .* got 5"):
+        limits.fit(make_plan(tight, families=()), tight, limits.resolve(tight.slurm))
+
+
+def test_small_sites_are_not_sharded() -> None:
+    site = make_site(8, 4, rails=2)
+    plan = make_plan(site, families=())
+    fitted = limits.fit(plan, site, limits.resolve(site.slurm))
+    assert [j.name for j in fitted.campaign_jobs] == [j.name for j in plan.campaign_jobs]
+    assert all(j.time_min > 0 and j.max_concurrent == 256 for j in fitted.campaign_jobs)
+
+
+def test_squeue_starts_only_a_running_job_has_started() -> None:
+    from clusteraccept.jobs.slurm_clients import parse_squeue_starts
+
+    text = (DATA.parent / "squeue" / "pending-behind-running.txt").read_text()
+    starts = parse_squeue_starts(text)
+    assert starts["2"].start_epoch is None and starts["2"].reason == "Resources"  # %S: only expected
+    assert starts["1"].state == "RUNNING" and starts["1"].start_epoch is not None and starts["1"].reason == ""
