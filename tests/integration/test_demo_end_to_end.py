@@ -5,8 +5,10 @@ Exactly the injected faults fail; every node's evidence lands in raw/; every job
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +31,12 @@ EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
 }
 
 
-def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+def run_demo(vcluster: Any, tmp_path: Path, *args: str, slurm: str = "") -> tuple[set[str], Path]:
+    """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory."""
     site = (REPO / "site-configs" / "demo.yaml").read_text()
     site = site.replace(
         'slurm_conf: "{repo}/.vcluster/demo/etc/slurm.conf"', f'slurm_conf: "{vcluster.slurm_conf}"'
-    )
+    ).replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
     site_file = tmp_path / "demo.yaml"
     site_file.write_text(site)
     reports = tmp_path / "reports"
@@ -49,6 +52,7 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
             "-p",
             "no:randomly",
             "-rf",
+            *args,
         ],
         capture_output=True,
         text=True,
@@ -61,8 +65,14 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
         for line in proc.stdout.splitlines()
         if line.startswith("FAILED ")
     }
-    assert failed == EXPECTED_FAILURES, proc.stdout[-3000:]
     (run,) = [p for p in (reports / "demo").iterdir() if not p.is_symlink() and (p / "results.json").exists()]
+    assert failed, proc.stdout[-3000:]
+    return failed, run
+
+
+def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+    failed, run = run_demo(vcluster, tmp_path)
+    assert failed == EXPECTED_FAILURES
     results = record.load(run)
     assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
     assert all(j["missing"] == [] for j in results["jobs"])
@@ -84,3 +94,35 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
     hosts = {m.split("/")[1] for m in members if m.startswith("topology/")}
     assert hosts == {"node1", "node2", "node3", "node4"}
     assert (run / "report.html").exists() and (run / "junit.xml").exists()
+
+
+def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
+    vcluster: Any, tmp_path: Path
+) -> None:
+    """The demo's nccl items within 14 steps per job, 4 at once, 2 step starts per second: every campaign
+    is cut into shards that run one after the other, the 8 rails of a pair run as 2 waves of 4, the
+    starts are paced; every planned step runs once and the same items fail."""
+    limits = "  max_steps_per_job: 14\n  max_concurrent_steps: 4\n  step_rate_per_s: 2\n"
+    failed, run = run_demo(vcluster, tmp_path, "-k", "nccl", slurm=limits)
+    assert failed == {f for f in EXPECTED_FAILURES if "nccl" in f}
+    results = record.load(run)
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    names = [j["name"] for j in results["jobs"]]
+    assert {"campaign-leaf1-p1", "campaign-leaf1-p2", "campaign-cross-p1", "campaign-cross-p2"} <= set(names)
+    assert results["limits"]["max_steps_per_job"] == 14
+    assert "cluster: scontrol show config (Slurm 22.05" in results["limits"]["notes"][0]
+    planned = [s for j in results["plan"]["campaign_jobs"] for r in j["rounds"] for s in r["steps"]]
+    ran = [
+        f"{ev.meta['collective']}:{ev.host}" for ev, _ in load_all(run) if ev.source == "nccl-tests"
+    ]
+    assert sorted(ran) == sorted(planned) and len(set(planned)) == len(planned)  # each step once
+    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    for job in results["jobs"]:
+        out = subprocess.run(
+            ["sacct", "-j", job["job_id"], "-n", "-P", "-o", "JobID,Start"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        steps = [ln.split("|") for ln in out.splitlines() if re.fullmatch(r"\d+\.\d+", ln.split("|")[0])]
+        assert 0 < len(steps) <= 14, (job["name"], steps)  # MaxStepCount as the site set it
+        per_second = max(Counter(start for _, start in steps).values())
+        assert per_second <= 3, (job["name"], steps)  # waves of 4 unpaced would start 4 in one second
