@@ -31,6 +31,7 @@ from clusteraccept.outcome import (
     keyword_matches,
     picked_parts,
 )
+from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import make_plan
 from clusteraccept.plan.subjects import item_subjects, not_applicable, pick_steps, rail_steps, subjects
 from clusteraccept.render import REPO_ROOT
@@ -522,6 +523,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"  {state.run_dir / name}")
     if state.dry_run:
         terminalreporter.write_line(f"  dry run: job scripts in {state.run_dir / 'jobs'}")
+        if state.results and state.results.get("limits"):
+            line = limits.summary_line(state.results.get("plan") or {}, state.results["limits"])
+            if line:
+                terminalreporter.write_line(line)
     for family, why in state.not_applicable.items():
         terminalreporter.write_line(f"  no {family} items: {why}")
     for line in state.report_lines + state.ops_lines:

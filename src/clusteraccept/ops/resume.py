@@ -26,6 +26,7 @@ from typing import Any
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import PROBED
 from clusteraccept.jobs import archive
+from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, make_plan
 from clusteraccept.site.campaign import COLLECTIVES
 from clusteraccept.site.model import Site
@@ -63,12 +64,16 @@ def _step_of_item(item: str, by_subject: Mapping[str, list[str]]) -> list[str]:
 
 def job_steps(results: Mapping[str, Any]) -> dict[str, set[str]]:
     """Campaign job name -> its step names, from the run's recorded plan (and its earlier resumes: a
-    ``campaign-leaf2-r1`` ran that campaign's steps that resume 1 reran)."""
+    ``campaign-leaf2-r1`` ran that campaign's steps that resume 1 reran; a resume that recorded its jobs'
+    steps, ``job_steps``, says which shard ran which)."""
     out = {
         str(cj["name"]): {s for r in cj["rounds"] for s in r["steps"]}
         for cj in (results.get("plan") or {}).get("campaign_jobs", [])
     }
     for entry in results.get("resumes", []):
+        if "job_steps" in entry:
+            out.update({name: set(steps) for name, steps in entry["job_steps"].items()})
+            continue
         rerun = set(entry.get("rerun_steps", []))
         for name, steps in list(out.items()):
             if not re.search(r"-r\d+$", name):
@@ -244,7 +249,11 @@ def resume_run(
         prepare(site)
     entry["superseded_evidence"] = supersede(run_dir, rerun, n)
     layer = JobLayer(site, run_dir, executor=executor)
-    small = reduced_plan(plan, rerun, f"r{n}")
+    # within the cluster's limits like the run itself (plan/limits.py): a rerun can be sharded too
+    small = limits.fit(
+        reduced_plan(plan, rerun, f"r{n}"), site, flow.limits_of(site, executor or site.slurm.executor)
+    )
+    entry["job_steps"] = {cj.name: [s.name for r in cj.rounds for s in r.steps] for cj in small.campaign_jobs}
     for pj in small.probe_jobs:
         layer.submit_probes(pj, flow.probe_options(site))
     for cj in small.campaign_jobs:

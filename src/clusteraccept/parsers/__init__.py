@@ -32,6 +32,8 @@ TOOLS: dict[str, str] = {
     # issue 6: nccl-tests and Slurm topology
     "nccl-tests": "nccl_tests",
     "scontrol-topology": "scontrol_topology",
+    # issue 16: the cluster's limits on a job (plan/limits.py)
+    "scontrol-config": "scontrol_config",
     # issue 8: the PyTorch NCCL fallback collector (probes/torch_nccl.py, its own JSON-lines format)
     "torch-nccl": "torch_nccl",
     # issue 5/9: port counter snapshots around traffic (probes/counters.py's sectioned text)

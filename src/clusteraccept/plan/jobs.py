@@ -88,7 +88,8 @@ class CampaignJob:
     max_concurrent: int = 0  # steps at once: a larger round runs as waves (plan/limits.waves)
     step_interval_s: float = 0.0  # at least this long between two step starts (slurm.step_rate_per_s)
     time_min: int = 0  # its --time: the worst case of its rounds
-    after: str = ""  # the job (a shard before it) it starts after: sbatch --dependency=afterany
+    after: str = ""  # the job (a shard before it) it is submitted after, once that one has ended
+    snapshots: bool = False  # it snapshots port counters around its rounds (each snapshot is a step)
 
 
 @dataclass(frozen=True)
@@ -332,6 +333,7 @@ def describe(plan: Plan) -> dict[str, object]:
                 "nodes": list(j.nodes),
                 "time_min": j.time_min,
                 "after": j.after,
+                "snapshots": j.snapshots,
                 "max_concurrent": j.max_concurrent,
                 "step_interval_s": j.step_interval_s,
                 "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],

@@ -17,15 +17,17 @@ burst of step creations. So:
   paced starts; a counter snapshot before the first round and after each; a margin for the driver itself.
 * **Shards.** A campaign whose steps (counter snapshots included: each is a step too) exceed
   ``max_steps_per_job``, or whose worst case exceeds ``time_limit_min``, is cut into consecutive jobs
-  (``campaign-cross-p1``, ``-p2``...) at wave boundaries, each after the one before
-  (``--dependency=afterany``), so two shards never measure each other and every pair is measured once.
+  (``campaign-cross-p1``, ``-p2``...) at wave boundaries, each submitted when the one before has ended
+  (jobs/submit.py), so two shards never measure each other and every pair is measured once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.plan.jobs import CampaignJob, Plan, Round, Step
@@ -198,6 +200,7 @@ def fit(plan: Plan, site: Site, limits: Limits) -> Plan:
                     step_interval_s=interval,
                     time_min=math.ceil(job_seconds(shard, limits, snaps) / 60),
                     after=shards[i - 1].name if i else "",
+                    snapshots=snaps,
                 )
             )
     return Plan(probes, tuple(campaigns))
@@ -273,3 +276,23 @@ def _part(rnd: Round, steps: list[Step], part_no: int, split: bool) -> Round:
 def _nodes_of(nodes: tuple[str, ...], rounds: list[Round]) -> tuple[str, ...]:
     used = {n for r in rounds for s in r.steps for n in s.nodes}
     return tuple(n for n in nodes if n in used)
+
+
+def summary_line(plan: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
+    """What a dry run says of the fitted plan (from results.json ``plan`` and ``limits``)."""
+    jobs = plan.get("campaign_jobs", [])
+    if not jobs:
+        return ""
+    steps = [
+        sum(len(r["steps"]) for r in j["rounds"]) + (len(j["rounds"]) + 1) * j["snapshots"] for j in jobs
+    ]
+    waves = [min(len(r["steps"]), j["max_concurrent"] or len(r["steps"])) for j in jobs for r in j["rounds"]]
+    shards = sum(1 for j in jobs if re.search(r"-p\d+$", j["name"]))
+    rate = lim.get("step_rate_per_s")
+    return (
+        f"  limits: {len(jobs)} campaign jobs ({shards} shards), the largest {max(steps):,} steps "
+        f"(max_steps_per_job {lim.get('max_steps_per_job'):,}), at most {max(waves):,} at once "
+        f"(max_concurrent_steps {lim.get('max_concurrent_steps'):,}), "
+        + (f"{rate:g} step starts/s" if rate else "unpaced")
+        + f", the longest --time {max(j['time_min'] for j in jobs)} min"
+    )
