@@ -400,7 +400,9 @@ class JobLayer:
         starts = job_starts([str(p.job.job_id) for p in queued], self.site.slurm.slurm_conf)
         for p in queued:
             st = starts.get(str(p.job.job_id))
-            if st is None:
+            if st is None:  # squeue does not say: submitit's sacct may (a start no earlier than now)
+                if _job_state(p.job) == "RUNNING":
+                    p.started = time.monotonic()
                 continue
             p.reason = st.reason
             if st.start_epoch is not None:  # sacct's wall clock -> this process's monotonic clock
