@@ -151,8 +151,8 @@ def run_many(
             else:
                 running.append(started)
             next_i += 1
-            next_start = now + start_interval_s
-            if start_interval_s:
+            if start_interval_s:  # from this start, not from the loop's "now": never closer than asked
+                next_start = time.monotonic() + start_interval_s
                 break
         for r in list(running):
             rc = r.proc.poll()

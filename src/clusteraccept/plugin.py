@@ -397,19 +397,21 @@ def _results(config: pytest.Config) -> dict[str, Any]:
             if path.exists():
                 state.results = read_json(path)  # the facts; the items' verdicts are read below
             else:
-                state.results = flow.execute(
-                    flow.Request(
-                        site=state.site,
-                        run_dir=state.run_dir,
-                        families=state.families,
-                        nccl=state.nccl,
-                        subjects=state.subjects,
-                        nodes=state.probe_nodes,
-                        dry_run=state.dry_run,
-                        executor=state.executor,
-                        scope=_decide_scope(state),
-                    )
+                request = flow.Request(
+                    site=state.site,
+                    run_dir=state.run_dir,
+                    families=state.families,
+                    nccl=state.nccl,
+                    subjects=state.subjects,
+                    nodes=state.probe_nodes,
+                    dry_run=state.dry_run,
+                    executor=state.executor,
+                    scope=_decide_scope(state),
                 )
+                try:
+                    state.results = flow.execute(request)
+                except SiteConfigError as exc:  # the site's limits cannot hold its plan (plan/limits.py)
+                    pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     site = state.site
     owners = [*site.nodes, *item_subjects(site, "block")]
     if "verdicts" in state.results:  # a run written before the record's split

@@ -219,7 +219,7 @@ def _holder_and_quick(vcluster: Any, hold_s: int) -> tuple[CampaignJob, Campaign
 
 def test_a_job_queued_behind_another_is_not_timed_out_for_waiting(vcluster: Any) -> None:
     """campaign-quick's own bound is 1 min + 5 s: from its submission it would run out while it waits
-    ~70 s behind campaign-hold; counted from its start (sacct Start) it completes."""
+    ~70 s behind campaign-hold; counted from its start (squeue %S) it completes."""
     site = make_site(vcluster, time_limit_min=5, step_timeout_s=120)
     layer = JobLayer(site, run_dir(vcluster, "queued"))
     layer.grace_s = 5.0

@@ -7,7 +7,9 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,11 +54,18 @@ def test_run_many_runs_at_once_in_order_each_with_its_timeout(tmp_path: Path) ->
     assert slow[1].returncode == 0
 
 
-def test_run_many_paces_its_starts(tmp_path: Path) -> None:
-    stamp = [sys.executable, "-c", "import time; print(time.monotonic())"]
-    evs = hostio.run_many([stamp] * 4, timeout_s=30, start_interval_s=0.2)
-    starts = [float(ev.stdout) for ev in evs]
-    assert all(b - a >= 0.18 for a, b in itertools.pairwise(starts))  # never closer than asked
+def test_run_many_paces_its_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    starts: list[float] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:  # when each process is started, by this process's clock
+        starts.append(time.monotonic())
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(hostio.subprocess, "Popen", popen)
+    evs = hostio.run_many([["true"]] * 4, timeout_s=30, start_interval_s=0.2)
+    assert [ev.returncode for ev in evs] == [0, 0, 0, 0] and len(starts) == 4
+    assert all(b - a >= 0.2 for a, b in itertools.pairwise(starts))  # never closer than asked
 
 
 def test_runner_host_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -183,3 +183,20 @@ def test_small_limits_shard_and_wave_a_run_and_judge_it_the_same(
 
 
 LIMITS = "  max_steps_per_job: 14\n  max_concurrent_steps: 4\n  step_rate_per_s: 20\n"
+
+
+def test_limits_that_cannot_hold_a_wave_are_one_line_usage_error(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    site = demo_site(tmp_path)
+    site.write_text(
+        site.read_text().replace("  step_timeout_s: 120\n", "  step_timeout_s: 600\n  time_limit_min: 5\n")
+    )
+    proc = run_pytest(
+        f"--site={site}", "--executor=local", f"--reports-dir={tmp_path}", "suites/", "--dry-run"
+    )
+    assert proc.returncode == 4, proc.stdout[-1500:]
+    assert (
+        "demo.yaml: slurm.time_limit_min: expected room for one wave of campaign-leaf1 (19 min: "
+        in proc.stdout
+    )

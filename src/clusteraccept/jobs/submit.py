@@ -60,8 +60,8 @@ class _Pending:
     hosts: tuple[str, ...] = ()  # the nodes it runs on
     spool: Path | None = None
     submitted: float = field(default_factory=time.monotonic)
-    started: float | None = None  # monotonic time of its start (sacct Start); None: still queued
-    reason: str = ""  # why it still pends (sacct Reason)
+    started: float | None = None  # monotonic time of its start (squeue %S); None: still queued
+    reason: str = ""  # why it still pends (squeue %r)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,7 +72,7 @@ NEVER_STARTS = (
     "QOSMaxWallDurationPerJobLimit",
     "AssocMaxWallDurationPerJobLimit",
 )
-START_POLL_S = 5.0  # how often sacct is asked which queued jobs have started
+START_POLL_S = 5.0  # how often squeue is asked which queued jobs have started
 
 
 def slurm_parameters(
@@ -370,7 +370,7 @@ class JobLayer:
         A job's run is bounded from its start (its --time plus a grace), its wait in the queue separately
         (``slurm.queue_timeout_min``): a job queued behind another of the run's jobs on the same nodes
         is not timed out for waiting. Polling asks Slurm (submitit's sacct) about every pending job every
-        0.5 s, and sacct which queued jobs have started every 5 s. A local job's state is its process's
+        0.5 s, and squeue which queued jobs have started every 5 s. A local job's state is its process's
         and files' on this machine, cheap to ask: every 0.05 s, so a run on one host (and every unit test
         through the local executor) does not wait up to half a second for each job."""
         slurm = self.executor_name == "slurm"
@@ -405,7 +405,7 @@ class JobLayer:
                     p.started = time.monotonic()
                 continue
             p.reason = st.reason
-            if st.start_epoch is not None:  # sacct's wall clock -> this process's monotonic clock
+            if st.start_epoch is not None:  # Slurm's wall clock -> this process's monotonic clock
                 p.started = time.monotonic() - max(0.0, time.time() - st.start_epoch)
 
     def _overdue(self, p: _Pending) -> str:
