@@ -154,21 +154,18 @@ def judge_all(
     return verdicts
 
 
-UNUSABLE = ("down", "drain", "fail", "maint", "not_responding", "unknown", "future", "inval")
-
-
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
     """Leave out nodes Slurm will not run a job on (down, drained, failing...): their jobs would pend until
     the deadline. They are reported as not tested (ERROR verdicts, INCOMPLETE run), never silently dropped."""
     if executor != "slurm":
         return site, None
-    from clusteraccept.jobs.slurm_clients import node_states
+    from clusteraccept.jobs.slurm_clients import node_states, unusable
 
     try:
         states = node_states(site.slurm.slurm_conf)
     except Exception as exc:  # no sinfo here (e.g. a dry run on a laptop): submit as planned
         return site, JobOutcome("preflight", None, "UNKNOWN", message=f"sinfo failed: {exc}")
-    bad = {n: states[n] for n in site.nodes if n in states and any(u in states[n].state for u in UNUSABLE)}
+    bad = unusable(states, site.nodes)
     if not bad:
         return site, None
     keep = tuple(n for n in site.nodes if n not in bad)

@@ -139,6 +139,28 @@ def run_many(
     results: list[Evidence | None] = [None] * len(items)
     _room_for_files(2 * len(items))
     running: list[_Running] = []
+    try:
+        _loop(items, results, running, host, full_env, source, timeout_s, start_interval_s)
+    finally:  # an exception (an interrupt) leaves no child running, as subprocess.run's does not
+        for r in running:
+            with contextlib.suppress(OSError):
+                r.proc.kill()
+                r.proc.wait()
+            r.out.close()
+            r.err.close()
+    return [ev for ev in results if ev is not None]
+
+
+def _loop(
+    items: list[tuple[str, ...]],
+    results: list[Evidence | None],
+    running: list[_Running],
+    host: str,
+    full_env: dict[str, str] | None,
+    source: str | None,
+    timeout_s: float,
+    start_interval_s: float,
+) -> None:
     next_i, next_start = 0, time.monotonic()
     while next_i < len(items) or running:
         now = time.monotonic()
@@ -146,11 +168,11 @@ def run_many(
             argv_t = items[next_i]
             src = source or Path(argv_t[0]).name
             started = _answered(argv_t, src, host) or _start(next_i, argv_t, src, host, full_env)
-            if isinstance(started, Evidence):
-                results[next_i] = started
-            else:
-                running.append(started)
             next_i += 1
+            if isinstance(started, Evidence):  # answered (host profile) or refused: nothing started
+                results[next_i - 1] = started
+                continue
+            running.append(started)
             if start_interval_s:  # from this start, not from the loop's "now": never closer than asked
                 next_start = time.monotonic() + start_interval_s
                 break
@@ -167,35 +189,27 @@ def run_many(
         elif running or next_i < len(items):
             wake = next_start - time.monotonic() if next_i < len(items) else 1.0
             time.sleep(max(0.0, min(0.01 if len(running) <= 16 else 0.05, wake)))
-    return [ev for ev in results if ev is not None]
 
 
 def _start(
     index: int, argv_t: tuple[str, ...], src: str, host: str, env: dict[str, str] | None
 ) -> _Running | Evidence:
-    # open past this call: _finish reads and closes them when the process has ended
-    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
     t0 = time.monotonic()
+    files: list[IO[bytes]] = []
     try:
-        proc = subprocess.Popen(argv_t, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env)
-    except FileNotFoundError as exc:
-        out.close()
-        err.close()
-        return Evidence(
-            host,
-            src,
-            argv=argv_t,
-            returncode=127,
-            stderr=f"{argv_t[0]}: command not found ({exc})",
-            duration_s=time.monotonic() - t0,
+        # open past this call: _finish reads and closes them when the process has ended
+        files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]  # noqa: SIM115
+        proc = subprocess.Popen(argv_t, stdin=subprocess.DEVNULL, stdout=files[0], stderr=files[1], env=env)
+    except OSError as exc:  # this command could not start (missing, not executable, no file left...)
+        for f in files:
+            f.close()
+        code, why = (
+            (127, f"{argv_t[0]}: command not found ({exc})")
+            if isinstance(exc, FileNotFoundError)
+            else (126, str(exc))
         )
-    except PermissionError as exc:
-        out.close()
-        err.close()
-        return Evidence(
-            host, src, argv=argv_t, returncode=126, stderr=str(exc), duration_s=time.monotonic() - t0
-        )
-    return _Running(index, argv_t, src, proc, out, err, t0)
+        return Evidence(host, src, argv=argv_t, returncode=code, stderr=why, duration_s=time.monotonic() - t0)
+    return _Running(index, argv_t, src, proc, files[0], files[1], t0)
 
 
 def _text(f: IO[bytes]) -> str:

@@ -59,14 +59,18 @@ def job_starts(job_ids: Sequence[str], slurm_conf: str | None = None) -> dict[st
     """Each queued or running job's state, start time and pending reason (squeue: the controller's own
     view; sacct's Reason stays ``None`` for a pending job). Jobs squeue no longer lists are left out."""
     argv = ["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%S|%r"]
-    ev = hostio.run(argv, timeout_s=30, source="squeue", env=slurm_env(slurm_conf))
+    # squeue(1) SLURM_TIME_FORMAT: "a valid strftime() format": %s, seconds since the epoch, whatever the
+    # user's own format, time zone or daylight saving time
+    env = {**(slurm_env(slurm_conf) or {}), "SLURM_TIME_FORMAT": "%s"}
+    ev = hostio.run(argv, timeout_s=30, source="squeue", env=env)
     return parse_squeue_starts(ev.stdout) if ev.ok else {}
 
 
 def parse_squeue_starts(text: str) -> dict[str, JobStart]:
     """``squeue -h -o '%i|%T|%S|%r'`` lines (squeue(1): job id, state, start time, reason). %S is the
     actual start of a job that runs and only the expected one of a pending job: a start is taken only
-    from a job that is no longer PENDING."""
+    from a job that is no longer PENDING. Times are epoch seconds (SLURM_TIME_FORMAT=%s, job_starts)
+    or Slurm's standard ``2026-12-01T14:35:13`` (local time)."""
     from datetime import datetime
 
     out: dict[str, JobStart] = {}
@@ -78,7 +82,7 @@ def parse_squeue_starts(text: str) -> dict[str, JobStart]:
         epoch: float | None = None
         if state not in ("PENDING", "CONFIGURING"):
             try:
-                epoch = datetime.fromisoformat(start).timestamp()
+                epoch = float(start) if start.isdigit() else datetime.fromisoformat(start).timestamp()
             except ValueError:  # N/A, Unknown
                 epoch = None
         out[job_id] = JobStart(state or "UNKNOWN", epoch, "" if reason == "None" else reason)
@@ -149,6 +153,15 @@ def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
     if rest:
         blocks["rest"] = rest
     return blocks
+
+
+# sinfo %T states of a node Slurm will not start a job on (the run's preflight, a shard's release)
+UNUSABLE = ("down", "drain", "fail", "maint", "not_responding", "unknown", "future", "inval")
+
+
+def unusable(states: dict[str, NodeState], nodes: Sequence[str]) -> dict[str, NodeState]:
+    """The nodes of ``nodes`` that Slurm will not run a job on now."""
+    return {n: states[n] for n in nodes if n in states and any(u in states[n].state for u in UNUSABLE)}
 
 
 # The Reason every node clusteraccept drains carries: what it may undrain (never a reason of someone else).

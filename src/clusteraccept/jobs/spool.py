@@ -15,21 +15,29 @@ from clusteraccept.evidence import Evidence
 
 def mark_killed(evidence: list[Evidence], state: str) -> list[Evidence]:
     """The spool of a campaign whose result never came back (Slurm ended it: NODE_FAIL, TIMEOUT,
-    PREEMPTED, CANCELLED, our own WAIT_TIMEOUT...): the steps of its LAST spooled round that did not exit 0
-    carry ``killed_with_job=<state>``. They ran while the job was dying (a node going down fails its steps,
-    the round ends, then Slurm ends the job), so their failure says what happened to the job, not to the
-    hardware: the judge reports them as not tested (ERROR) and ``--resume`` reruns them. Failures of earlier
-    rounds are results and stay failures."""
+    PREEMPTED, CANCELLED, our own WAIT_TIMEOUT...): the steps of its LAST spooled round (or wave: a round
+    over the concurrency cap runs as waves) that did not exit 0 carry ``killed_with_job=<state>``. They
+    ran while the job was dying (a node going down fails its steps, the round ends, then Slurm ends the
+    job), so their failure says what happened to the job, not to the hardware: the judge reports them as
+    not tested (ERROR) and ``--resume`` reruns them. Failures of earlier rounds and waves are results and
+    stay failures."""
     if state.split(" ")[0] in ("COMPLETED", "FINISHED", "DONE"):
         return evidence
-    rounds = [int(ev.meta["round_index"]) for ev in evidence if ev.meta.get("round_index", "").isdigit()]
-    last = str(max(rounds)) if rounds else None
+    waves = [w for w in map(_wave_of, evidence) if w is not None]
+    last = max(waves) if waves else None
     return [
         replace(ev, meta={**ev.meta, "killed_with_job": state.split(" ")[0]})
-        if "collective" in ev.meta and ev.returncode != 0 and ev.meta.get("round_index") == last
+        if "collective" in ev.meta and ev.returncode != 0 and _wave_of(ev) == last
         else ev
         for ev in evidence
     ]
+
+
+def _wave_of(ev: Evidence) -> tuple[int, int] | None:
+    """(round, wave) of a step: a round over the concurrency cap runs as waves (meta ``wave``: "2/5")."""
+    if not ev.meta.get("round_index", "").isdigit():
+        return None
+    return int(ev.meta["round_index"]), int(ev.meta.get("wave", "1/1").split("/")[0])
 
 
 def _load(path: Path) -> Evidence | None:

@@ -16,7 +16,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from clusteraccept.render import render
 from clusteraccept.site.model import Site
 
 GRACE_S = 120.0
+OK_STATES = ("COMPLETED", "FINISHED", "DONE")  # a job that ran to its end (Slurm's, the local executors')
 
 
 @dataclass(frozen=True)
@@ -269,12 +270,14 @@ class JobLayer:
         script = self._write_campaign_files(job, params)
         if self.dry_run:
             self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
-        elif job.after and any(p.name == job.after for p in self._pending):
-            self._deferred.append(job)
+        elif job.after and job.after in {q.name for q in self._pending} | {d.name for d in self._deferred}:
+            self._deferred.append(job)  # its shard before it is running or itself waiting
         else:
             self._start_campaign(job, params)
 
-    def _start_campaign(self, job: CampaignJob, params: dict[str, Any]) -> None:
+    def _start_campaign(
+        self, job: CampaignJob, params: dict[str, Any], left_out: tuple[str, ...] = (), note: str = ""
+    ) -> None:
         from clusteraccept.jobs.node_entry import drive_campaign
         from clusteraccept.plan.commands import counters_argv
 
@@ -303,11 +306,16 @@ class JobLayer:
                     message=str(exc),
                 )
             )
-            self._release(job.name)
+            self._release(job.name, "SUBMIT_ERROR")
             return
-        steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps)
+        # left-out steps (their nodes went down while an earlier shard ran) are expected, so they come
+        # out as missing: not tested
+        steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps) + left_out
         time_s = params["time"] * 60.0
-        self._pending.append(_Pending(job.name, sub, steps, "campaign", time_s, job.nodes, spool))
+        pending = _Pending(job.name, sub, steps, "campaign", time_s, job.nodes, spool)
+        if note:
+            pending.extra["note"] = note
+        self._pending.append(pending)
 
     def _campaign_params(self, job: CampaignJob) -> dict[str, Any]:
         return slurm_parameters(
@@ -356,12 +364,51 @@ class JobLayer:
         (self.jobs_dir / f"{job.name}.steps.sh").write_text("".join(lines))
         return script
 
-    def _release(self, name: str) -> None:
-        """Submit the shards that were waiting for job ``name`` to end."""
+    def _release(self, name: str, state: str = "COMPLETED") -> None:
+        """Submit the shards that were waiting for job ``name`` to end (in ``state``). After a job that
+        did not complete (a node failed, it timed out), the shard's steps on nodes Slurm will no longer
+        run a job on are left out (they would hold it in the queue, ReqNodeNotAvail, for
+        ``queue_timeout_min``) and reported as not tested."""
         ready = [j for j in self._deferred if j.after == name]
         self._deferred = [j for j in self._deferred if j.after != name]
         for job in ready:
-            self._start_campaign(job, self._campaign_params(job))
+            left: tuple[str, ...] = ()
+            note = ""
+            if state.split(" ")[0] not in OK_STATES and self.executor_name == "slurm":
+                job, left, note = self._without_unusable(job, name, state)
+            if not job.rounds:
+                self.outcomes.append(
+                    JobOutcome(job.name, None, "NODES_UNAVAILABLE", missing=left, message=note)
+                )
+                self._release(job.name, "NODES_UNAVAILABLE")
+                continue
+            self._start_campaign(job, self._campaign_params(job), left, note)
+
+    def _without_unusable(
+        self, job: CampaignJob, after: str, state: str
+    ) -> tuple[CampaignJob, tuple[str, ...], str]:
+        """``job`` without the steps on nodes sinfo says are down, drained or failing (as the preflight)."""
+        from clusteraccept.jobs.slurm_clients import node_states, unusable
+
+        try:
+            bad = unusable(node_states(self.site.slurm.slurm_conf), job.nodes)
+        except SubmitError:
+            return job, (), ""
+        if not bad:
+            return job, (), ""
+        left = tuple(
+            f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps if set(s.nodes) & set(bad)
+        )
+        rounds = tuple(
+            replace(r, steps=tuple(s for s in r.steps if not set(s.nodes) & set(bad))) for r in job.rounds
+        )
+        rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
+        used = {n for r in rounds for s in r.steps for n in s.nodes}
+        why = "; ".join(
+            f"{n} is {st.state}" + (f" ({st.reason})" if st.reason else "") for n, st in bad.items()
+        )
+        note = f"not tested, left out after {after} ended {state.split(' ')[0]}: {why}"
+        return replace(job, rounds=rounds, nodes=tuple(n for n in job.nodes if n in used)), left, note
 
     # --- results ---------------------------------------------------------------------------------------
     def wait(self, poll_s: float | None = None) -> list[JobOutcome]:
@@ -387,7 +434,7 @@ class JobLayer:
                 if done or why:
                     self._pending.remove(p)
                     self.outcomes.append(self._collect(p, timed_out=bool(why), why=why))
-                    self._release(p.name)
+                    self._release(p.name, self.outcomes[-1].state)
             if self._pending:
                 time.sleep(poll_s)
         return self.outcomes
@@ -461,6 +508,8 @@ class JobLayer:
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
         msg = f"Slurm job {job_id} ended {state}" + (f": {queue_msg}" if queue_msg else "")
+        if p.extra.get("note"):
+            msg += f"; {p.extra['note']}"
         if missing:
             msg += f"; nothing came back from {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
         if errors and (missing or state not in ("COMPLETED", "FINISHED", "DONE")):

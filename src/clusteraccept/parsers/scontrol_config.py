@@ -109,7 +109,8 @@ def parse_partitions(text: str) -> dict[str, Partition]:
 
 
 def minutes(value: str) -> int | None:
-    """A Slurm time limit (``UNLIMITED``, ``7-00:00:00``, ``01:30:00``, ``90``) in whole minutes."""
+    """A Slurm time limit (``UNLIMITED``, ``7-00:00:00``, ``01:30:00``, ``90``) in whole minutes, rounded
+    down (it is a cap: a --time of the next minute up would be over it)."""
     if value.upper() in ("UNLIMITED", "INFINITE", "NONE"):
         return None
     if value.isdigit():
@@ -117,4 +118,4 @@ def minutes(value: str) -> int | None:
     m = _TIME.match(value)
     if not m:
         raise ParseError(0, "a time limit (UNLIMITED, [days-]hours:minutes:seconds, or minutes)", value)
-    return int(m["d"] or 0) * 1440 + int(m["h"]) * 60 + int(m["m"]) + (1 if int(m["s"]) else 0)
+    return int(m["d"] or 0) * 1440 + int(m["h"]) * 60 + int(m["m"])

@@ -12,7 +12,9 @@ burst of step creations. So:
 * **Waves.** A round with more steps than ``max_concurrent_steps`` runs as waves, one after the other;
   the steps of one node set (a pair's rails) stay in one wave, so a pair still measures every rail at
   once, and a wave is part of a matching, so no node runs two steps on a rail at a time.
-* **Pacing.** With ``step_rate_per_s`` the driver spaces its step starts ``1/rate`` apart.
+* **Pacing.** With ``step_rate_per_s`` the drivers space their step starts: the rate is the user's (the
+  controller's rate limit counts RPCs per user), so the campaigns that may run at once share it, each
+  starting a step every ``campaigns/rate`` seconds.
 * **Time.** A job's ``--time`` is its worst case: per round, its waves times the step bound plus its
   paced starts; a counter snapshot before the first round and after each; a margin for the driver itself.
 * **Shards.** A campaign whose steps (counter snapshots included: each is a step too) exceed
@@ -183,6 +185,10 @@ def snapshots_of(site: Site, nodes: Sequence[str]) -> bool:
 def fit(plan: Plan, site: Site, limits: Limits) -> Plan:
     """The plan within ``limits``: campaigns sharded where needed, every job's waves, pacing and --time."""
     cap_s = None if limits.time_limit_min is None else limits.time_limit_min * 60
+    if limits.step_rate_per_s:
+        # the rate is the user's (rl_enable counts RPCs per user): the campaigns that may run at once
+        # share it (a campaign's shards run one after the other)
+        limits = replace(limits, step_rate_per_s=limits.step_rate_per_s / max(1, len(plan.campaign_jobs)))
     interval = 1.0 / limits.step_rate_per_s if limits.step_rate_per_s else 0.0
     probe_min = (
         PROBE_TIME_MIN if limits.time_limit_min is None else min(PROBE_TIME_MIN, limits.time_limit_min)
@@ -289,10 +295,15 @@ def summary_line(plan: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
     waves = [min(len(r["steps"]), j["max_concurrent"] or len(r["steps"])) for j in jobs for r in j["rounds"]]
     shards = sum(1 for j in jobs if re.search(r"-p\d+$", j["name"]))
     rate = lim.get("step_rate_per_s")
+    interval = max(j["step_interval_s"] for j in jobs)
     return (
         f"  limits: {len(jobs)} campaign jobs ({shards} shards), the largest {max(steps):,} steps "
         f"(max_steps_per_job {lim.get('max_steps_per_job'):,}), at most {max(waves):,} at once "
         f"(max_concurrent_steps {lim.get('max_concurrent_steps'):,}), "
-        + (f"{rate:g} step starts/s" if rate else "unpaced")
+        + (
+            f"a step start every {interval:g} s per campaign (step_rate_per_s {rate:g})"
+            if rate
+            else "unpaced"
+        )
         + f", the longest --time {max(j['time_min'] for j in jobs)} min"
     )
