@@ -196,6 +196,9 @@ def test_squeue_starts_only_a_running_job_has_started() -> None:
     starts = parse_squeue_starts(text)
     assert starts["2"].start_epoch is None and starts["2"].reason == "Resources"  # %S: only expected
     assert starts["1"].state == "RUNNING" and starts["1"].start_epoch is not None and starts["1"].reason == ""
+    epoch = parse_squeue_starts((DATA.parent / "squeue" / "epoch-pending-behind-running.txt").read_text())
+    assert epoch["5"].start_epoch == 1796137924.0 and epoch["6"].start_epoch is None
+    assert epoch["6"].reason == "Resources"
 
 
 def test_shards_are_submitted_one_after_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
