@@ -110,6 +110,7 @@ def resolve(slurm: Slurm, cluster: ClusterLimits | None = None) -> Limits:
         MAX_STEPS_FALLBACK,
     )
     port_cap = None if c.srun_ports is None else max(1, c.srun_ports // PORTS_PER_SRUN)
+    # SrunPortRange unset (0-0): the kernel's ephemeral ports, so the cluster says no number
     concurrent, n2 = _pick(
         "max_concurrent_steps",
         slurm.max_concurrent_steps,
