@@ -24,7 +24,7 @@ from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.plan import limits
-from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, make_plan
+from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan
 from clusteraccept.plan.subjects import not_applicable
 from clusteraccept.redact import redact_text
 from clusteraccept.render import REPO_ROOT
@@ -75,8 +75,7 @@ def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ..
 
     jobs: list[CampaignJob] = []
     for job in plan.campaign_jobs:
-        rounds = tuple(replace(r, steps=tuple(s for s in r.steps if wanted(s))) for r in job.rounds)
-        rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
+        rounds = kept_rounds(job.rounds, wanted)
         if rounds:
             jobs.append(replace(job, rounds=rounds))
     return replace(plan, campaign_jobs=tuple(jobs))
@@ -159,7 +158,7 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
     the deadline. They are reported as not tested (ERROR verdicts, INCOMPLETE run), never silently dropped."""
     if executor != "slurm":
         return site, None
-    from clusteraccept.jobs.slurm_clients import node_states, unusable
+    from clusteraccept.jobs.slurm_clients import node_states, unusable, why_unusable
 
     try:
         states = node_states(site.slurm.slurm_conf)
@@ -170,7 +169,7 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
         return site, None
     keep = tuple(n for n in site.nodes if n not in bad)
     blocks = {b: tuple(n for n in m if n not in bad) for b, m in site.blocks.items()}
-    why = "; ".join(f"{n} is {st.state}" + (f" ({st.reason})" if st.reason else "") for n, st in bad.items())
+    why = why_unusable(bad)
     outcome = JobOutcome(
         "preflight", None, "NODES_UNAVAILABLE", missing=tuple(bad), message=f"not tested: {why}"
     )

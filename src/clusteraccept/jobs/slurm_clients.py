@@ -164,6 +164,11 @@ def unusable(states: dict[str, NodeState], nodes: Sequence[str]) -> dict[str, No
     return {n: states[n] for n in nodes if n in states and any(u in states[n].state for u in UNUSABLE)}
 
 
+def why_unusable(bad: dict[str, NodeState]) -> str:
+    """``node3 is down* (not responding); node7 is drained`` (what a report says of left-out nodes)."""
+    return "; ".join(f"{n} is {st.state}" + (f" ({st.reason})" if st.reason else "") for n, st in bad.items())
+
+
 # The Reason every node clusteraccept drains carries: what it may undrain (never a reason of someone else).
 REASON_PREFIX = "clusteraccept:"
 SINFO = ("sinfo", "-N", "-h", "-o", "%N|%T|%E")

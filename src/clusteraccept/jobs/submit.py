@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 import shlex
 import sys
@@ -30,7 +29,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.slurm_clients import FINAL_STATES, job_starts, sacct_state
 from clusteraccept.jobs.spool import mark_killed, read_spool
 from clusteraccept.plan import limits
-from clusteraccept.plan.jobs import CampaignJob, ProbeJob
+from clusteraccept.plan.jobs import CampaignJob, ProbeJob, kept_rounds, nodes_used
 from clusteraccept.render import render
 from clusteraccept.site.model import Site
 
@@ -213,13 +212,11 @@ class JobLayer:
         """The job's --time: the plan's (plan/limits.fit), else its worst case within the site's cap."""
         if job.time_min:
             return job.time_min
-        cap = self.site.slurm.time_limit_min
+        lim = limits.resolve(self.site.slurm)
         if isinstance(job, ProbeJob):
-            worst = limits.PROBE_TIME_MIN
-        else:
-            lim = limits.resolve(self.site.slurm)
-            worst = math.ceil(limits.job_seconds(job, lim, limits.snapshots_of(self.site, job.nodes)) / 60)
-        return worst if cap is None else min(worst, cap)
+            return limits.probe_time_min(lim)
+        worst = limits.job_time_min(job, lim, limits.snapshots_of(self.site, job.nodes))
+        return worst if lim.time_limit_min is None else min(worst, lim.time_limit_min)
 
     # --- submission ------------------------------------------------------------------------------------
     def submit_probes(self, job: ProbeJob, options: dict[str, object]) -> None:
@@ -310,7 +307,7 @@ class JobLayer:
             return
         # left-out steps (their nodes went down while an earlier shard ran) are expected, so they come
         # out as missing: not tested
-        steps = tuple(f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps) + left_out
+        steps = tuple(s.name for r in job.rounds for s in r.steps) + left_out
         time_s = params["time"] * 60.0
         pending = _Pending(job.name, sub, steps, "campaign", time_s, job.nodes, spool)
         if note:
@@ -388,7 +385,7 @@ class JobLayer:
         self, job: CampaignJob, after: str, state: str
     ) -> tuple[CampaignJob, tuple[str, ...], str]:
         """``job`` without the steps on nodes sinfo says are down, drained or failing (as the preflight)."""
-        from clusteraccept.jobs.slurm_clients import node_states, unusable
+        from clusteraccept.jobs.slurm_clients import node_states, unusable, why_unusable
 
         try:
             bad = unusable(node_states(self.site.slurm.slurm_conf), job.nodes)
@@ -396,19 +393,10 @@ class JobLayer:
             return job, (), ""
         if not bad:
             return job, (), ""
-        left = tuple(
-            f"{s.collective}:{s.subject}" for r in job.rounds for s in r.steps if set(s.nodes) & set(bad)
-        )
-        rounds = tuple(
-            replace(r, steps=tuple(s for s in r.steps if not set(s.nodes) & set(bad))) for r in job.rounds
-        )
-        rounds = tuple(replace(r, index=i) for i, r in enumerate(x for x in rounds if x.steps))
-        used = {n for r in rounds for s in r.steps for n in s.nodes}
-        why = "; ".join(
-            f"{n} is {st.state}" + (f" ({st.reason})" if st.reason else "") for n, st in bad.items()
-        )
-        note = f"not tested, left out after {after} ended {state.split(' ')[0]}: {why}"
-        return replace(job, rounds=rounds, nodes=tuple(n for n in job.nodes if n in used)), left, note
+        left = tuple(s.name for r in job.rounds for s in r.steps if set(s.nodes) & set(bad))
+        rounds = kept_rounds(job.rounds, lambda s: not set(s.nodes) & set(bad))
+        note = f"not tested, left out after {after} ended {state.split(' ')[0]}: {why_unusable(bad)}"
+        return replace(job, rounds=rounds, nodes=nodes_used(job.nodes, rounds)), left, note
 
     # --- results ---------------------------------------------------------------------------------------
     def wait(self, poll_s: float | None = None) -> list[JobOutcome]:
@@ -512,7 +500,7 @@ class JobLayer:
             msg += f"; {p.extra['note']}"
         if missing:
             msg += f"; nothing came back from {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
-        if errors and (missing or state not in ("COMPLETED", "FINISHED", "DONE")):
+        if errors and (missing or state not in OK_STATES):
             msg += f" ({errors[0]})"
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
 

@@ -18,7 +18,7 @@ import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.families import PROBED
 from clusteraccept.jobs import archive
 from clusteraccept.plan import limits
-from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, make_plan
+from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, kept_rounds, make_plan, nodes_used
 from clusteraccept.site.campaign import COLLECTIVES
 from clusteraccept.site.model import Site
 
@@ -153,12 +153,9 @@ def reduced_plan(plan: Plan, rerun: Rerun, suffix: str) -> Plan:
     )
     campaigns: list[CampaignJob] = []
     for cj in plan.campaign_jobs:
-        rounds = [replace(r, steps=tuple(s for s in r.steps if s.name in rerun.steps)) for r in cj.rounds]
-        kept = tuple(replace(r, index=i) for i, r in enumerate(r for r in rounds if r.steps))
+        kept = kept_rounds(cj.rounds, lambda s: s.name in rerun.steps)
         if kept:
-            used = {n for r in kept for s in r.steps for n in s.nodes}
-            nodes = tuple(n for n in cj.nodes if n in used)
-            campaigns.append(CampaignJob(f"{cj.name}-{suffix}", cj.block, nodes, kept))
+            campaigns.append(CampaignJob(f"{cj.name}-{suffix}", cj.block, nodes_used(cj.nodes, kept), kept))
     return Plan(probes, tuple(campaigns))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from clusteraccept.families import NODE_FAMILIES
@@ -107,6 +107,18 @@ class Plan:
 
     def steps(self) -> tuple[Step, ...]:
         return tuple(s for j in self.campaign_jobs for r in j.rounds for s in r.steps)
+
+
+def kept_rounds(rounds: Sequence[Round], wanted: Callable[[Step], bool]) -> tuple[Round, ...]:
+    """``rounds`` with only the ``wanted`` steps: empty rounds dropped, the rest numbered again."""
+    kept = (replace(r, steps=tuple(s for s in r.steps if wanted(s))) for r in rounds)
+    return tuple(replace(r, index=i) for i, r in enumerate(r for r in kept if r.steps))
+
+
+def nodes_used(nodes: Sequence[str], rounds: Sequence[Round]) -> tuple[str, ...]:
+    """The nodes of ``nodes`` (in their order) that a step of ``rounds`` runs on: an allocation's."""
+    used = {n for r in rounds for s in r.steps for n in s.nodes}
+    return tuple(n for n in nodes if n in used)
 
 
 def _step(

@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.plan.jobs import CampaignJob, Plan, Round, Step
+from clusteraccept.plan.jobs import CampaignJob, Plan, Round, Step, nodes_used
 from clusteraccept.site.model import Site
 from clusteraccept.site.slurm import Slurm
 
@@ -72,14 +72,7 @@ class Limits:
     notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "max_steps_per_job": self.max_steps_per_job,
-            "max_concurrent_steps": self.max_concurrent_steps,
-            "step_rate_per_s": self.step_rate_per_s,
-            "time_limit_min": self.time_limit_min,
-            "step_timeout_s": self.step_timeout_s,
-            "notes": list(self.notes),
-        }
+        return {**asdict(self), "notes": list(self.notes)}
 
 
 def _pick(
@@ -173,6 +166,16 @@ def job_seconds(job: CampaignJob, limits: Limits, snapshots: bool) -> float:
     return total + (len(job.rounds) + 1) * SNAPSHOT_S * snapshots + DRIVER_MARGIN_S
 
 
+def job_time_min(job: CampaignJob, limits: Limits, snapshots: bool) -> int:
+    """``job``'s --time: its worst case in whole minutes."""
+    return math.ceil(job_seconds(job, limits, snapshots) / 60)
+
+
+def probe_time_min(limits: Limits) -> int:
+    """The probe job's --time: PROBE_TIME_MIN, or the cap where it is lower."""
+    return min(PROBE_TIME_MIN, limits.time_limit_min or PROBE_TIME_MIN)
+
+
 def job_steps(job: CampaignJob, snapshots: bool) -> int:
     """The srun steps ``job`` creates (what MaxStepCount counts): its own and its counter snapshots."""
     return sum(len(r.steps) for r in job.rounds) + (len(job.rounds) + 1) * snapshots
@@ -191,10 +194,7 @@ def fit(plan: Plan, site: Site, limits: Limits) -> Plan:
         # share it (a campaign's shards run one after the other)
         limits = replace(limits, step_rate_per_s=limits.step_rate_per_s / max(1, len(plan.campaign_jobs)))
     interval = 1.0 / limits.step_rate_per_s if limits.step_rate_per_s else 0.0
-    probe_min = (
-        PROBE_TIME_MIN if limits.time_limit_min is None else min(PROBE_TIME_MIN, limits.time_limit_min)
-    )
-    probes = tuple(replace(pj, time_min=probe_min) for pj in plan.probe_jobs)
+    probes = tuple(replace(pj, time_min=probe_time_min(limits)) for pj in plan.probe_jobs)
     campaigns: list[CampaignJob] = []
     for job in plan.campaign_jobs:
         snaps = snapshots_of(site, job.nodes)
@@ -205,7 +205,7 @@ def fit(plan: Plan, site: Site, limits: Limits) -> Plan:
                     shard,
                     max_concurrent=limits.max_concurrent_steps,
                     step_interval_s=interval,
-                    time_min=math.ceil(job_seconds(shard, limits, snaps) / 60),
+                    time_min=job_time_min(shard, limits, snaps),
                     after=shards[i - 1].name if i else "",
                     snapshots=snaps,
                 )
@@ -268,7 +268,7 @@ def _shard(
         replace(
             job,
             name=f"{job.name}-p{i}",
-            nodes=_nodes_of(job.nodes, rounds),
+            nodes=nodes_used(job.nodes, rounds),
             rounds=tuple(replace(r, index=k) for k, r in enumerate(rounds)),
         )
         for i, rounds in enumerate(shards, 1)
@@ -278,11 +278,6 @@ def _shard(
 def _part(rnd: Round, steps: list[Step], part_no: int, split: bool) -> Round:
     label = f"{rnd.label} (part {part_no})" if split else rnd.label
     return Round(rnd.index, label, tuple(steps))
-
-
-def _nodes_of(nodes: tuple[str, ...], rounds: list[Round]) -> tuple[str, ...]:
-    used = {n for r in rounds for s in r.steps for n in s.nodes}
-    return tuple(n for n in nodes if n in used)
 
 
 def summary_line(plan: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
