@@ -248,3 +248,14 @@ def test_a_shard_after_a_failed_one_leaves_out_the_nodes_slurm_will_not_run(
     assert not any(victim in s.nodes for r in job.rounds for s in r.steps) and victim not in job.nodes
     assert sum(len(r.steps) for r in job.rounds) + len(left) == sum(len(r.steps) for r in p2.rounds)
     assert note == f"not tested, left out after {p1.name} ended NODE_FAIL: {victim} is down* (not responding)"
+
+
+def test_a_wave_never_needs_more_steps_than_a_job_may_create() -> None:
+    """12 steps per job and up to 16 at once: a 12-step round would not fit a job beside its two counter
+    snapshots; its waves are made smaller instead of the site being refused (found by the property
+    test above)."""
+    site = make_site(12, 12, rails=2, max_steps_per_job=12, max_concurrent_steps=16)
+    lim = limits.resolve(site.slurm)
+    _check_fitted(site, lim)
+    fitted = limits.fit(make_plan(site, families=()), site, lim)
+    assert {j.max_concurrent for j in fitted.campaign_jobs} == {10}

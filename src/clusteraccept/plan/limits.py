@@ -198,14 +198,17 @@ def fit(plan: Plan, site: Site, limits: Limits) -> Plan:
     campaigns: list[CampaignJob] = []
     for job in plan.campaign_jobs:
         snaps = snapshots_of(site, job.nodes)
-        shards = _shard(job, limits, snaps, cap_s, site.file)
+        # a wave must fit a shard with its two snapshots (the shard's first, the one after its round)
+        room = max(1, limits.max_steps_per_job - 2 * snaps)
+        job_limits = replace(limits, max_concurrent_steps=min(limits.max_concurrent_steps, room))
+        shards = _shard(job, job_limits, snaps, cap_s, site.file)
         for i, shard in enumerate(shards):
             campaigns.append(
                 replace(
                     shard,
-                    max_concurrent=limits.max_concurrent_steps,
+                    max_concurrent=job_limits.max_concurrent_steps,
                     step_interval_s=interval,
-                    time_min=job_time_min(shard, limits, snaps),
+                    time_min=job_time_min(shard, job_limits, snaps),
                     after=shards[i - 1].name if i else "",
                     snapshots=snaps,
                 )
