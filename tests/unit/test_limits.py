@@ -259,3 +259,54 @@ def test_a_wave_never_needs_more_steps_than_a_job_may_create() -> None:
     _check_fitted(site, lim)
     fitted = limits.fit(make_plan(site, families=()), site, lim)
     assert {j.max_concurrent for j in fitted.campaign_jobs} == {10}
+
+
+def test_a_job_slurm_will_never_start_ends_at_once_and_says_why(tmp_path: Path) -> None:
+    from clusteraccept.jobs import submit
+
+    site = make_site(4, 2, queue_timeout_min=600)
+    layer = submit.JobLayer(site, tmp_path, executor="slurm")
+    steps = ("sendrecv:n001-n002:rail0",)
+    waiting = submit._Pending("campaign-b0", None, steps, "campaign", 60.0, ("n001", "n002"))
+    layer._pending.append(waiting)
+    assert layer._overdue(waiting) == ""  # queued a moment: not overdue
+    waiting.reason = "PartitionTimeLimit"
+    assert layer._overdue(waiting) == "QUEUE_TIMEOUT"
+    assert layer._queue_message(waiting) == (
+        "never started (Slurm: PartitionTimeLimit): "
+        "the job is outside a limit of its partition, QOS or account"
+    )
+    waiting.started = waiting.submitted - 10_000  # running, long past its --time and the grace
+    assert layer._overdue(waiting) == "WAIT_TIMEOUT"
+
+
+def test_cluster_limits_from_scontrol_and_when_it_cannot_be_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusteraccept.evidence import Evidence
+    from clusteraccept.jobs import slurm_clients
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    site = make_site(4, 2, slurm_conf=str(conf), partition="gpu")
+    answers = {"config": (0, CONFIG, ""), "partition": (0, PARTITION, "")}
+    seen: list[dict[str, str] | None] = []
+
+    def run(argv: Any, timeout_s: float, source: str | None = None, env: Any = None) -> Evidence:
+        seen.append(env)
+        rc, out, err = answers[argv[2]]
+        src = source or "scontrol"
+        return Evidence("submit", src, argv=tuple(argv), returncode=rc, stdout=out, stderr=err)
+
+    monkeypatch.setattr(slurm_clients.hostio, "run", run)
+    got = slurm_clients.cluster_limits(site)
+    said = (got.max_step_count, got.srun_ports, got.rpc_refill_per_s, got.max_time_min)
+    assert said == (40_000, None, None, 10080)
+    assert got.source == "scontrol show config (Slurm 22.05.8)"
+    assert all(env == {"SLURM_CONF": str(conf)} for env in seen)  # never configless DNS
+    answers["config"] = (1, "", "slurm_load_ctl_conf error: Unable to contact slurm controller")
+    failed = slurm_clients.cluster_limits(site)
+    assert failed.max_step_count is None
+    assert failed.source.startswith("scontrol show config failed: slurm_load_ctl_conf error")
+    missing = slurm_clients.cluster_limits(make_site(4, 2, slurm_conf=str(tmp_path / "none.conf")))
+    assert missing.source == f"not asked: no slurm.conf at {tmp_path / 'none.conf'}"
