@@ -97,6 +97,9 @@ def test_secrets_in_evidence_never_reach_the_outputs(
 ) -> None:
     site = replace(load_site("demo", REPO / "site-configs"), simulated=False)  # no sim files written
     fake_slurm.answer_idle(site.nodes)  # the run's preflight asks sinfo which nodes Slurm would run a job on
+    # and, where the demo's slurm.conf exists (after ./tools/demo), scontrol for the job limits
+    show_config = REPO / "tests/data/scontrol-config/slurm-22.05.8-vcluster.txt"
+    fake_slurm.answer("scontrol", show_config.read_text())
     outcomes = evidence(site)
 
     class Layer:  # the job layer, as if the jobs had run and returned this evidence
