@@ -25,11 +25,10 @@ from clusteraccept.site.model import Site
 def _site(name: str) -> Site:
     configs = Path(os.environ.get("CLUSTERACCEPT_SITE_CONFIGS", REPO_ROOT / "site-configs"))
     site = load_site(name, configs)
-    if site.slurm.slurm_conf:
-        os.environ["SLURM_CONF"] = site.slurm.slurm_conf  # every Slurm client reads it (no configless DNS)
-    if site.blocks_from_slurm:
-        from clusteraccept.jobs.slurm_clients import slurm_blocks
+    from clusteraccept.jobs.slurm_clients import export_client_env, slurm_blocks
 
+    export_client_env(site)
+    if site.blocks_from_slurm:
         site = dataclasses.replace(site, blocks=slurm_blocks(site))
     return site
 

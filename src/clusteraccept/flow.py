@@ -201,7 +201,13 @@ def execute(req: Request) -> dict[str, Any]:
         from clusteraccept.sim.prepare import prepare
 
         prepare(req.site)  # the simulated nodes' recorded outputs, fabric model and nccl-tests
-    layer = JobLayer(req.site, req.run_dir, dry_run=req.dry_run, executor=req.executor)
+    layer = JobLayer(
+        req.site,
+        req.run_dir,
+        dry_run=req.dry_run,
+        executor=req.executor,
+        block_units=job_limits.block_units,
+    )
     options = probe_options(req.site)
     for pj in plan.probe_jobs:
         layer.submit_probes(pj, options)

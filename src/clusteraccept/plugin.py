@@ -175,10 +175,12 @@ def pytest_configure(config: pytest.Config) -> None:
         state.site = load_site(site_opt, _configs_dir(config))
     except SiteConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if state.site.slurm.slurm_conf:
-        # Every Slurm client (sbatch, sacct, srun in jobs) must read this file: without SLURM_CONF the
-        # clients try "configless" DNS SRV look-ups.
-        os.environ["SLURM_CONF"] = state.site.slurm.slurm_conf
+    from clusteraccept.jobs.slurm_clients import export_client_env
+    from clusteraccept.jobs.submit import for_executor
+
+    state.executor = config.getoption("--executor")
+    state.site = for_executor(state.site, state.executor)
+    export_client_env(state.site)
     if state.site.blocks_from_slurm:
         import dataclasses
 
@@ -190,7 +192,6 @@ def pytest_configure(config: pytest.Config) -> None:
         except SubmitError as exc:
             raise pytest.UsageError(f"{state.site.file}: blocks: {exc}") from None
     state.dry_run = config.getoption("--dry-run")
-    state.executor = config.getoption("--executor")
     state.only_due = config.getoption("--only-due")
     rejudge = config.getoption("--rejudge")
     if state.only_due and (rejudge or config.getoption("--resume")):

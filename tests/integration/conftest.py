@@ -1,7 +1,9 @@
 """Integration tests run against the virtual Slurm cluster (clusteraccept.vcluster): root + Debian's Slurm.
 
 The session fixture ``vcluster`` brings the cluster up in ``<repo>/.vcluster/test`` (reusing a healthy one,
-rebuilding stale state from an earlier session) and down at the end of the session; set
+rebuilding stale state from an earlier session) and down at the end of the session. It runs the Slurm that
+$CLUSTERACCEPT_VCLUSTER_SLURM names (24.11 by default, the Debian 13 root; 22.05 the host's packages, where
+tools/test runs the ``smoke`` subset); set
 CLUSTERACCEPT_VCLUSTER_KEEP=1 to leave it up for the next run (under pytest-xdist it is always left up:
 the workers share one cluster, and none of them knows it is the last).
 """
@@ -9,8 +11,10 @@ the workers share one cluster, and none of them knows it is the last).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +24,14 @@ import pytest
 from clusteraccept.vcluster import ClusterInfo, InstallError, daemons, down, status, up
 from clusteraccept.vcluster.cluster import cancel_jobs
 from clusteraccept.vcluster.config import Layout
+from clusteraccept.vcluster.flavour import DEFAULT
 from clusteraccept.vcluster.record import load
 from clusteraccept.vcluster.start import client_env, node_states, nodes_idle
 
 REPO = Path(__file__).resolve().parents[2]
 STATE_DIR = REPO / ".vcluster" / "test"
 KEEP_ENV = "CLUSTERACCEPT_VCLUSTER_KEEP"
+SLURM = os.environ.get("CLUSTERACCEPT_VCLUSTER_SLURM", DEFAULT)
 _HERE = Path(__file__).resolve().parent
 
 
@@ -46,26 +52,40 @@ def vcluster() -> Iterator[ClusterInfo]:
         unavailable("the virtual Slurm cluster needs root (network namespaces, bridge, bind mounts)")
     if shutil.which("nsenter") is None or shutil.which("ip") is None:
         unavailable("the virtual Slurm cluster needs nsenter and iproute2")
+    shutil.rmtree(STATE_DIR / "shared" / "tmp", ignore_errors=True)  # the last session's tmp_path folders
     try:
-        info = up(STATE_DIR, n_nodes=4, gpus_per_node=8)
+        info = up(STATE_DIR, n_nodes=4, gpus_per_node=8, slurm=SLURM)
     except InstallError as exc:
         unavailable(f"Slurm cannot be installed here: {exc}")
         raise
-    print(f"\nvcluster: {'reused' if info.reused else 'up'} in {info.up_s:.2f} s ({info.slurm_conf})")
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(info.slurm_conf)
+    how = "reused" if info.reused else "up"
+    print(f"\nvcluster: Slurm {info.slurm} {how} in {info.up_s:.2f} s ({info.slurm_conf})")
+    # Every client a test starts, and submitit's, is this cluster's: slurm.conf, clients first on PATH.
+    saved = {k: os.environ.get(k) for k in info.env}
+    os.environ.update(info.env)
     try:
         yield info
     finally:
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         # Under pytest-xdist every worker has this fixture: the first to finish would stop the cluster
         # under the others, so workers leave it up (the next session reuses or rebuilds it).
         if os.environ.get(KEEP_ENV) != "1" and "PYTEST_XDIST_WORKER" not in os.environ:
             for note in down(STATE_DIR):
                 print(f"vcluster down: {note}")
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest) -> Path:
+    """A fresh folder the nodes see too: under the cluster's shared dir, not /tmp (the 24.11 nodes have a
+    /tmp of their own, as real nodes do: vcluster/flavour.node_dir)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)[:60]
+    path = STATE_DIR / "shared" / "tmp" / f"{name}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(parents=True)
+    return path
 
 
 # Lines of the daemons' logs that say nothing about a failure (no MPI plugin in this setup).
@@ -85,7 +105,7 @@ def diagnose(state_dir: Path = STATE_DIR, log_lines: int = 12) -> str:
     (state and reason; ``*`` = not responding), what is queued, the last log lines that are not noise, and
     any kernel report of a crash or an OOM kill. Attached to every failed integration test: a cluster that
     broke on the CI machine must say how, since its state is gone with the machine."""
-    env = {**os.environ, "SLURM_CONF": str(state_dir / "etc" / "slurm.conf")}
+    env = {**os.environ, **client_env(Layout(state_dir.resolve()))}
     parts = [status(state_dir)]
     parts.append(_run(["sinfo", "-N", "-h", "-o", "%N %T %E"], env))
     parts.append(_run(["squeue", "-h", "-o", "%i %j %T %M %R"], env))
@@ -132,6 +152,7 @@ def _settled(info: ClusterInfo, timeout_s: float = 60.0) -> str | None:
             subprocess.run(
                 ["scontrol", "update", f"NodeName={node}", "State=RESUME"],
                 env=client_env(lay),
+                cwd=lay.root,
                 check=False,
                 timeout=10,
             )
@@ -159,6 +180,7 @@ def _fresh_cluster_state(request: pytest.FixtureRequest) -> None:
         f"virtual cluster not usable before {request.node.nodeid} ({problem}); rebuilding\n{diagnosis}",
         stacklevel=2,
     )
-    again = up(STATE_DIR, n_nodes=len(info.nodes), gpus_per_node=info.gpus_per_node)
+    again = up(STATE_DIR, n_nodes=len(info.nodes), gpus_per_node=info.gpus_per_node, slurm=info.slurm)
     if again.slurm_conf != info.slurm_conf or _settled(again, 30.0) is not None:
         pytest.fail(f"virtual cluster could not be rebuilt for this test:\n{diagnose()}")
+

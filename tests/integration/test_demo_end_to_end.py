@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vcsite import demo_site_text
 
 from clusteraccept.jobs.archive import load_all
 from clusteraccept.judge import record
@@ -33,10 +34,7 @@ EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
 
 def run_demo(vcluster: Any, tmp_path: Path, *args: str, slurm: str = "") -> tuple[set[str], Path]:
     """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory."""
-    site = (REPO / "site-configs" / "demo.yaml").read_text()
-    site = site.replace(
-        'slurm_conf: "{repo}/.vcluster/demo/etc/slurm.conf"', f'slurm_conf: "{vcluster.slurm_conf}"'
-    ).replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
+    site = demo_site_text(vcluster).replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
     site_file = tmp_path / "demo.yaml"
     site_file.write_text(site)
     reports = tmp_path / "reports"
@@ -70,6 +68,7 @@ def run_demo(vcluster: Any, tmp_path: Path, *args: str, slurm: str = "") -> tupl
     return failed, run
 
 
+@pytest.mark.smoke  # also on Slurm 22.05 (tools/test)
 def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
     failed, run = run_demo(vcluster, tmp_path)
     assert failed == EXPECTED_FAILURES
@@ -110,13 +109,13 @@ def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     names = [j["name"] for j in results["jobs"]]
     assert {"campaign-leaf1-p1", "campaign-leaf1-p2", "campaign-cross-p1", "campaign-cross-p2"} <= set(names)
     assert results["limits"]["max_steps_per_job"] == 14
-    assert "cluster: scontrol show config (Slurm 22.05" in results["limits"]["notes"][0]
+    assert f"cluster: scontrol show config (Slurm {vcluster.slurm}" in results["limits"]["notes"][0]
     planned = [s for j in results["plan"]["campaign_jobs"] for r in j["rounds"] for s in r["steps"]]
     ran = [
         f"{ev.meta['collective']}:{ev.host}" for ev, _ in load_all(run) if ev.source == "nccl-tests"
     ]
     assert sorted(ran) == sorted(planned) and len(set(planned)) == len(planned)  # each step once
-    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    env = {**vcluster.env, "PATH": f"{vcluster.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"}
     for job in results["jobs"]:
         out = subprocess.run(
             ["sacct", "-j", job["job_id"], "-n", "-P", "-o", "JobID,Start"],

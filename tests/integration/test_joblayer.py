@@ -29,6 +29,8 @@ def make_site(info: Any, **slurm: Any) -> Site:
             "time_limit_min": 2,
             "step_timeout_s": 60,
             "slurm_conf": str(info.slurm_conf),
+            "bin_dir": str(info.bin_dir),
+            "python": str(info.python),
             **slurm,
         },
         "nodes": ",".join(info.nodes),
@@ -66,7 +68,8 @@ def test_probe_job_over_4_nodes_returns_4_results(vcluster: Any) -> None:
 def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
     site = make_site(vcluster)
     a, b, c, d = vcluster.nodes[:4]
-    sleeper = ["--exact", "--overlap", "sh", "-c", "sleep 2; hostname"]
+    # --mpi=none on steps that are no MPI program (the 24.11 cluster's MpiDefault is pmix)
+    sleeper = ["--exact", "--overlap", "--mpi=none", "sh", "-c", "sleep 2; hostname"]
     rnd = Round(
         0,
         "pairs 1",
@@ -98,9 +101,8 @@ def test_campaign_round_runs_two_steps_concurrently(vcluster: Any) -> None:
 def test_job_over_its_time_limit_is_a_timeout(vcluster: Any) -> None:
     site = make_site(vcluster, time_limit_min=1, step_timeout_s=600)  # Slurm's limit must act first
     a, b = vcluster.nodes[:2]
-    rnd = Round(
-        0, "slow", (step((a, b), ["srun", "-N2", "-n2", "-w", f"{a},{b}", "sleep", "300"], f"{a}-{b}:rail0"),)
-    )
+    slow = ["srun", "-N2", "-n2", "-w", f"{a},{b}", "--mpi=none", "sleep", "300"]
+    rnd = Round(0, "slow", (step((a, b), slow, f"{a}-{b}:rail0"),))
     layer = JobLayer(site, run_dir(vcluster, "timeout"))
     layer.submit_campaign(CampaignJob("campaign-slow", "t", (a, b), (rnd,)))
     (outcome,) = layer.wait()
@@ -132,9 +134,10 @@ def _set_down_when_running(info: Any, node: str, env: dict[str, str], stop: thre
         time.sleep(0.2)
 
 
+@pytest.mark.smoke  # also on Slurm 22.05 (tools/test)
 def test_node_down_mid_run_keeps_other_results(vcluster: Any) -> None:
     site = make_site(vcluster)
-    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    env = {**vcluster.env, "PATH": f"{vcluster.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"}
     victim = vcluster.nodes[2]
     stop = threading.Event()
     t = threading.Thread(target=_set_down_when_running, args=(vcluster, victim, env, stop))
@@ -152,6 +155,7 @@ def test_node_down_mid_run_keeps_other_results(vcluster: Any) -> None:
     assert sorted({ev.host for ev in outcome.evidence}) == sorted(n for n in vcluster.nodes if n != victim)
 
 
+@pytest.mark.smoke  # also on Slurm 22.05 (tools/test)
 def test_sbatch_refusal_is_an_error_with_sbatch_message(vcluster: Any) -> None:
     site = make_site(vcluster, partition="nosuchpartition")
     layer = JobLayer(site, run_dir(vcluster, "refused"))
@@ -170,7 +174,11 @@ def test_blocks_from_scontrol_topology(vcluster: Any) -> None:
         Path("vtest.yaml"),
         {
             "name": "vtest",
-            "slurm": {"partition": vcluster.partition, "slurm_conf": str(vcluster.slurm_conf)},
+            "slurm": {
+                "partition": vcluster.partition,
+                "slurm_conf": str(vcluster.slurm_conf),
+                "bin_dir": str(vcluster.bin_dir),
+            },
             "nodes": ",".join(vcluster.nodes),
             "blocks": "slurm",
             "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
@@ -184,7 +192,7 @@ def test_drained_node_is_left_out_and_reported(vcluster: Any) -> None:
     from clusteraccept.flow import Request, execute
 
     site = make_site(vcluster)
-    env = {**vcluster.env, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    env = {**vcluster.env, "PATH": f"{vcluster.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"}
     victim = vcluster.nodes[1]
     subprocess.run(
         ["scontrol", "update", f"nodename={victim}", "state=drain", "reason=admin: PSU swap"],
@@ -208,7 +216,7 @@ def _holder_and_quick(vcluster: Any, hold_s: int) -> tuple[CampaignJob, Campaign
     """Two campaigns on the same two nodes (exclusive jobs: the second queues behind the first): one
     step that holds them ``hold_s``, and one quick step with a one-minute --time."""
     a, b = vcluster.nodes[:2]
-    srun = ["srun", "-N2", "-n2", "-w", f"{a},{b}", "--exact", "--overlap"]
+    srun = ["srun", "-N2", "-n2", "-w", f"{a},{b}", "--exact", "--overlap", "--mpi=none"]
     hold = Round(0, "hold", (step((a, b), [*srun, "sleep", str(hold_s)], f"{a}-{b}:rail0"),))
     quick = Round(0, "quick", (step((a, b), [*srun, "hostname"], f"{a}-{b}:rail0"),))
     return (

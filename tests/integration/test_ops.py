@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vcsite import demo_site_text
 
 from clusteraccept.jobs.archive import load_all
 from clusteraccept.jobs.slurm_clients import parse_sinfo
@@ -36,8 +37,7 @@ def nccl_members(run: Path) -> set[str]:
 
 def write_site(vcluster: Any, tmp: Path, faults: list[str], name: str = "site.yaml") -> Path:
     """The demo site on this cluster, its simulated hardware under ``tmp``, with ``faults`` only."""
-    text = (REPO / "site-configs" / "demo.yaml").read_text()
-    text = text.replace('"{repo}/.vcluster/demo/etc/slurm.conf"', f'"{vcluster.slurm_conf}"')
+    text = demo_site_text(vcluster)
     text = text.replace("{repo}/.vcluster/sim/demo", str(tmp / "sim"))
     text = text.replace("block_collectives: [all_reduce, alltoall]", "block_collectives: [all_reduce]")
     text = re.sub(r"sim:\n  faults:\n(    - .*\n)+", "sim:\n  faults: [" + ", ".join(faults) + "]\n", text)
@@ -47,7 +47,7 @@ nightly:
   schedule: "15 3 * * *"
   summary_file: "{tmp / "summary.txt"}"
   pytest_args: ["-m", "nccl", "-p", "no:randomly"]
-  scron_options: ["--partition={vcluster.partition}"]
+  scron_options: ["--partition={vcluster.service_partition or vcluster.partition}"]
 drain:
   max_fraction: 0.5
 """
@@ -105,14 +105,21 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
         check=True,
     )
     (entry,) = parse_scrontab(printed.stdout)  # what scrontab would accept: one entry with its #SCRON lines
-    assert entry.spec == "15 3 * * *" and f"--partition={vcluster.partition}" in entry.options
+    partition = vcluster.service_partition or vcluster.partition
+    assert entry.spec == "15 3 * * *" and f"--partition={partition}" in entry.options
     (tmp_path / "nightly.scrontab").write_text(printed.stdout)
 
     def night() -> subprocess.CompletedProcess[str]:
-        # the entry's own command line, as the scrontab job's shell runs it (no waiting for 03:15)
+        # the entry's own command line, as the scrontab job's shell runs it (no waiting for 03:15): as a
+        # job on the service host where the cluster has one (24.11: the nodes' python is the root's), else
+        # here (22.05: the nodes' python is this one)
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+        service = vcluster.service_partition
+        where = ["srun", "-p", service, "-N1", "-n1"] if service else []
+        if where:
+            env.update(vcluster.env)
         return subprocess.run(
-            ["/bin/sh", "-c", entry.command],
+            [*where, "/bin/sh", "-c", entry.command],
             capture_output=True,
             text=True,
             env=env,
@@ -235,6 +242,45 @@ def test_scrontab_accepts_the_rendered_file(vcluster: Any, tmp_path: Path) -> No
         assert "clusteraccept nightly --site" in slurm(vcluster, "scrontab", "-l")
     finally:
         subprocess.run(["scrontab", "-r"], env={**os.environ, **vcluster.env}, check=False)
+
+
+def test_slurm_starts_the_scrontab_entry_and_the_run_lands_in_the_reports_dir(
+    vcluster: Any, tmp_path: Path
+) -> None:
+    """Slurm's own cron, for real: the printed entry, set to every minute, installed with scrontab; Slurm
+    starts it as a batch job on the service host, and the night's run lands in the site's reports dir."""
+    if vcluster.service_partition is None:
+        pytest.skip("no scrontab here: Debian 12's slurm-client 22.05.8 does not ship it")
+    site = write_site(vcluster, tmp_path, [])
+    site.write_text(site.read_text().replace('schedule: "15 3 * * *"', 'schedule: "* * * * *"'))
+    text = subprocess.run(
+        [PY, "-m", "clusteraccept", "nightly", "--site", str(site), "--print-scrontab"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
+    (tmp_path / "nightly.scrontab").write_text(text)
+    reports = tmp_path / "reports"
+    try:
+        slurm(vcluster, "scrontab", str(tmp_path / "nightly.scrontab"))
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            landed = (reports / "demo").is_dir() and any((r / "results.json").exists() for r in runs(reports))
+            if landed and (tmp_path / "summary.txt").exists():
+                break
+            time.sleep(2)
+        else:
+            logs = sorted((reports / "demo").glob("nightly-*.out"))
+            tail = logs[-1].read_text()[-2000:] if logs else "no nightly-*.out"
+            raise AssertionError(f"no nightly run landed in {reports}: {tail}")
+    finally:
+        env = {**os.environ, **vcluster.env}
+        subprocess.run(["scrontab", "-r"], env=env, check=False, input="y\n", text=True)
+    fields = "JobID,NodeList,Partition"
+    jobs = slurm(vcluster, "sacct", "-X", "-n", "-P", "--name=clusteraccept-nightly", "-o", fields)
+    assert f"|svc|{vcluster.service_partition}" in jobs, jobs  # Slurm ran it, on the service host
+    assert ": OK: 0 new failure(s)" in (tmp_path / "summary.txt").read_text()
 
 
 def _kill_mid_campaign(vcluster: Any, reports: Path, victim: str, deadline_s: float = 240) -> None:

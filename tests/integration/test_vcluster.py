@@ -83,14 +83,17 @@ def test_four_idle_nodes(vcluster: ClusterInfo) -> None:
         return states if set(states.values()) == {"idle"} else None
 
     states = poll("4 idle nodes", all_idle, 30)
-    assert sorted(states) == list(vcluster.nodes)
+    service = ["svc"] if vcluster.service_partition else []  # 24.11: the service host of scrontab's jobs
+    assert sorted(states) == [*vcluster.nodes, *service]
     out = slurm(vcluster, "sinfo", "-h", "-o", "%P %a")
-    assert out.stdout.split() == [f"{vcluster.partition}*", "up"]  # `*` marks the default partition
+    parts = [f"{vcluster.partition}*", "up"] + ([vcluster.service_partition, "up"] if service else [])
+    assert out.stdout.split() == parts  # `*` marks the default partition
 
 
 def test_srun_on_four_nodes_and_accounting(vcluster: ClusterInfo) -> None:
     name = f"ca-hostname-{uuid.uuid4().hex[:8]}"
-    out = slurm(vcluster, "srun", "-N4", "-n4", f"--job-name={name}", "hostname")
+    # --mpi=none: hostname is no MPI program (the 24.11 cluster's MpiDefault is pmix; docs/vcluster.md)
+    out = slurm(vcluster, "srun", "-N4", "-n4", "--mpi=none", f"--job-name={name}", "hostname")
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.split()) == ["node1", "node2", "node3", "node4"]
     # submitit learns job states from sacct, which lags slurmctld by a few seconds.
@@ -98,7 +101,8 @@ def test_srun_on_four_nodes_and_accounting(vcluster: ClusterInfo) -> None:
 
 
 def test_fake_gpus(vcluster: ClusterInfo) -> None:
-    out = slurm(vcluster, "srun", "-N1", "-n1", "--gpus-per-node=8", "printenv", "CUDA_VISIBLE_DEVICES")
+    gpus = ["--mpi=none", "--gpus-per-node=8"]
+    out = slurm(vcluster, "srun", "-N1", "-n1", *gpus, "printenv", "CUDA_VISIBLE_DEVICES")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "0,1,2,3,4,5,6,7"
     too_many = slurm(vcluster, "srun", "-N1", "-n1", "--gpus-per-node=9", "true")
@@ -107,30 +111,37 @@ def test_fake_gpus(vcluster: ClusterInfo) -> None:
 
 
 def test_submitit_auto_executor(vcluster: ClusterInfo, request: pytest.FixtureRequest) -> None:
-    def work(x: int) -> tuple[int, str, str | None]:
-        return x * 2, socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES")
-
-    executor = submitit.AutoExecutor(folder=fresh_folder(vcluster, request), cluster="slurm")
-    executor.update_parameters(
-        slurm_partition=vcluster.partition, timeout_min=5, nodes=1, tasks_per_node=1, gpus_per_node=8
+    # Only functions importable on the nodes travel (cloudpickle pickles them by reference): a closure's
+    # bytecode would go by value, and the 24.11 nodes' Python (3.13) cannot load this one's (3.11).
+    executor = submitit.AutoExecutor(
+        folder=fresh_folder(vcluster, request), cluster="slurm", slurm_python=str(vcluster.python)
     )
-    job = executor.submit(work, 21)
+    executor.update_parameters(
+        slurm_partition=vcluster.partition,
+        timeout_min=5,
+        nodes=1,
+        tasks_per_node=1,
+        gpus_per_node=8,
+        slurm_srun_args=["--mpi=none"],  # no MPI program (MpiDefault=pmix on 24.11)
+    )
+    job = executor.submit(subprocess.check_output, ["sh", "-c", "echo $(hostname) $CUDA_VISIBLE_DEVICES"])
     wait_done(job)
-    value, host, gpus = job.result()
-    assert value == 42
+    host, gpus = job.result().decode().split()
     assert host in vcluster.nodes
     assert gpus == "0,1,2,3,4,5,6,7"
 
 
 def test_submitit_slurm_executor_two_nodes(vcluster: ClusterInfo, request: pytest.FixtureRequest) -> None:
-    def where() -> str:
-        return socket.gethostname()
-
-    executor = submitit.SlurmExecutor(folder=fresh_folder(vcluster, request))
+    executor = submitit.SlurmExecutor(folder=fresh_folder(vcluster, request), python=str(vcluster.python))
     executor.update_parameters(
-        partition=vcluster.partition, time=5, nodes=2, ntasks_per_node=1, gpus_per_node=8
+        partition=vcluster.partition,
+        time=5,
+        nodes=2,
+        ntasks_per_node=1,
+        gpus_per_node=8,
+        srun_args=["--mpi=none"],
     )
-    job = executor.submit(where)
+    job = executor.submit(socket.gethostname)
     wait_done(job)
     hosts = job.results()
     assert len(hosts) == 2 and len(set(hosts)) == 2
@@ -139,12 +150,13 @@ def test_submitit_slurm_executor_two_nodes(vcluster: ClusterInfo, request: pytes
 
 def test_submitit_notices_cancelled_job(vcluster: ClusterInfo, request: pytest.FixtureRequest) -> None:
     # Needs accounting: without sacct submitit never learns that a job died without a result.
-    def nap() -> None:
-        time.sleep(600)
-
-    executor = submitit.AutoExecutor(folder=fresh_folder(vcluster, request), cluster="slurm")
-    executor.update_parameters(slurm_partition=vcluster.partition, timeout_min=5, nodes=1)
-    job = executor.submit(nap)
+    executor = submitit.AutoExecutor(
+        folder=fresh_folder(vcluster, request), cluster="slurm", slurm_python=str(vcluster.python)
+    )
+    executor.update_parameters(
+        slurm_partition=vcluster.partition, timeout_min=5, nodes=1, slurm_srun_args=["--mpi=none"]
+    )
+    job = executor.submit(time.sleep, 600)
     poll("the job to run", lambda: sacct_state(vcluster, "-j", str(job.job_id)) == "RUNNING", 30)
     assert slurm(vcluster, "scancel", str(job.job_id)).returncode == 0
     wait_done(job, timeout_s=60)
@@ -153,7 +165,7 @@ def test_submitit_notices_cancelled_job(vcluster: ClusterInfo, request: pytest.F
 
 
 def test_up_twice_is_idempotent(vcluster: ClusterInfo) -> None:
-    again = up(vcluster.state_dir, n_nodes=4, gpus_per_node=8)
+    again = up(vcluster.state_dir, n_nodes=4, gpus_per_node=8, slurm=vcluster.slurm)
     assert again.reused
     assert (again.slurm_conf, again.nodes, again.controller_ip) == (
         vcluster.slurm_conf,

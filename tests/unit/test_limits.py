@@ -310,3 +310,34 @@ def test_cluster_limits_from_scontrol_and_when_it_cannot_be_asked(
     assert failed.source.startswith("scontrol show config failed: slurm_load_ctl_conf error")
     missing = slurm_clients.cluster_limits(make_site(4, 2, slurm_conf=str(tmp_path / "none.conf")))
     assert missing.source == f"not asked: no slurm.conf at {tmp_path / 'none.conf'}"
+
+
+# --- topology/block: where Slurm places a job that names its nodes ----------------------------------------
+# (measured on the 24.11 virtual cluster, BlockSizes=2,4: tests/data/scontrol-topology/block-2x2-vcluster-*)
+UNITS = (
+    (2, ("node1", "node2")),
+    (2, ("node3", "node4")),
+    (4, ("node1", "node2", "node3", "node4")),
+)
+
+
+def test_a_job_inside_one_block_names_its_own_nodes() -> None:
+    assert limits.block_nodes(("node1", "node2"), UNITS) == ("node1", "node2")
+    assert limits.block_nodes(("node1", "node2", "node3"), UNITS) == ("node1", "node2", "node3")  # 4-block
+    assert limits.block_nodes(("node1", "node3"), ()) == ("node1", "node3")  # not topology/block
+
+
+def test_a_job_across_blocks_names_the_block_that_holds_them() -> None:
+    # -N2 -w node1,node3 is refused by Slurm; -N4 -w node[1-4] runs, and its steps keep their own -w
+    assert limits.block_nodes(("node1", "node3"), UNITS) == ("node1", "node2", "node3", "node4")
+    assert limits.block_nodes(("node1", "node5"), UNITS) is None  # no block holds node5: Slurm refuses
+
+
+def test_a_partial_block_is_named_with_the_nodes_it_has() -> None:
+    units = ((2, ("a1", "a2")), (2, ("b1",)), (4, ("a1", "a2", "b1")))
+    assert limits.block_nodes(("a1", "b1"), units) == ("a1", "a2", "b1")
+
+
+def test_probe_jobs_split_by_base_block_in_node_order() -> None:
+    nodes = ("node3", "node1", "node4", "node2", "other")
+    assert limits.block_parts(nodes, UNITS) == [("node1", "node2"), ("node3", "node4"), ("other",)]

@@ -109,6 +109,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
         expected_nranks=nranks,
         ceiling_GBps=_ceiling(site, meta),
         returncode=ev.returncode,
+        mpi=site.slurm.mpi,
     )
     # The fallback collector has no out-of-bounds check; its "completed" finding (end record) stands for it.
     bad = [f for f in findings if not f.ok and not (fallback and f.name == "out_of_bounds")]

@@ -28,8 +28,11 @@ def launch_checks(
     expected_nranks: int | None = None,
     ceiling_GBps: float | None = None,
     returncode: int = 0,
+    mpi: str | None = None,
 ) -> tuple[LaunchFinding, ...]:
-    """Self-checks of an nccl-tests launch: did it measure what was meant, before judging numbers."""
+    """Self-checks of an nccl-tests launch: did it measure what was meant, before judging numbers.
+
+    ``mpi``: the ``--mpi=`` the step was launched with (the site's slurm.mpi), None where none was given."""
     out: list[LaunchFinding] = []
 
     def check(name: str, ok: bool, bad: str, good: str) -> None:
@@ -43,12 +46,10 @@ def launch_checks(
         f"{len(result.rows)} rows",
     )
     n = result.nranks
-    # A binary built without MPI (MPI=0) launched as N tasks runs N independent 1-rank tests: nranks 1,
-    # busbw 0 and one full output per task (nccl-tests README: build with MPI=1 for multi-process runs).
     check(
         "multi_rank",
         n is not None and n > 1 and result.runs == 1,
-        f"{result.runs} separate runs in one output: each task ran alone (non-MPI build?)"
+        _separate_runs(result.runs, expected_nranks, mpi)
         if result.runs > 1
         else f"nranks={n}: a single rank measures no communication (busbw 0)",
         f"nranks={n}",
@@ -105,3 +106,28 @@ def launch_checks(
         "Out of bounds values: 0 OK",
     )
     return tuple(out)
+
+
+def _separate_runs(runs: int, expected: int | None, mpi: str | None) -> str:
+    """Why N tasks printed N runs of their own, by how they were launched.
+
+    An MPI build started by srun without a PMI (no --mpi and MpiDefault=none, or --mpi=none) finds no
+    process manager, so MPI_Init makes each process a singleton: N one-rank runs, busbw 0 (seen on the
+    24.11 virtual cluster: docs/vcluster.md). With a PMI given, the same output means the binary has no
+    MPI at all (built with MPI=0; nccl-tests README: build with MPI=1 for multi-process runs).
+    """
+    job = f"one {expected}-rank job" if expected else "one job"
+    if mpi == "none":
+        return (
+            f"srun --mpi=none started {runs} singleton processes instead of {job}: set slurm.mpi "
+            "(see `srun --mpi=list`)"
+        )
+    if mpi is None:  # the cluster's MpiDefault chose; the site does not say which
+        return (
+            f"srun started {runs} singleton processes instead of {job}: set slurm.mpi (see `srun "
+            "--mpi=list`); if the cluster's MpiDefault already names a PMI, nccl-tests was built without MPI"
+        )
+    return (
+        f"{runs} separate runs in one output with --mpi={mpi}: each task ran alone (nccl-tests built "
+        f"without MPI, or an MPI that does not speak {mpi}?)"
+    )

@@ -15,6 +15,7 @@ Every command goes through the process seam, ``hostio.run``, with the site's SLU
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -125,12 +126,21 @@ def cluster_limits(site: Site) -> ClusterLimits:
     except (ParseError, ValueError) as exc:
         return ClusterLimits(source=f"scontrol show config: {exc}")
     version = cfg.get("SLURM_VERSION") or "?"
+    units: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    if cfg.get("TopologyPlugin") == "topology/block":
+        tev = hostio.run(["scontrol", "show", "topology"], timeout_s=30, source="scontrol-topology", env=env)
+        try:
+            topo = scontrol_topology.parse(tev.stdout) if tev.ok else None
+        except ParseError:
+            topo = None
+        units = tuple((b.size, b.nodes) for b in topo.block_records) if topo else ()
     return ClusterLimits(
         max_step_count=cfg.max_step_count,
         srun_ports=None if ports is None else ports[1] - ports[0] + 1,
         rpc_refill_per_s=refill,
         max_time_min=max_time,
         source=f"scontrol show config (Slurm {version})",
+        block_units=units,
     )
 
 
@@ -146,8 +156,15 @@ def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
     except ParseError as exc:
         raise SubmitError(f"scontrol show topology: {exc}") from None
     wanted = set(site.nodes)
-    blocks = {name: tuple(n for n in nodes if n in wanted) for name, nodes in topo.blocks.items()}
-    blocks = {name: nodes for name, nodes in blocks.items() if nodes}
+    # A node under several leaf switches (a rail-optimized topology.conf lists every node under each of
+    # its rails' leaves) belongs to the first that lists it: a second block would campaign it twice.
+    placed_once: set[str] = set()
+    blocks: dict[str, tuple[str, ...]] = {}
+    for name, nodes in topo.blocks.items():
+        mine = tuple(n for n in nodes if n in wanted and n not in placed_once)
+        placed_once.update(mine)
+        if mine:
+            blocks[name] = mine
     placed = {n for nodes in blocks.values() for n in nodes}
     rest = tuple(n for n in site.nodes if n not in placed)
     if rest:
@@ -201,6 +218,18 @@ def parse_sinfo(text: str) -> dict[str, NodeState]:
             parts[0], NodeState(parts[0], parts[1].strip().lower(), "" if reason == "none" else reason)
         )
     return out
+
+
+def export_client_env(site: Site) -> None:
+    """Make every Slurm client this process starts, and submitit's, the site's: its slurm.conf (without
+    SLURM_CONF the clients try "configless" DNS SRV look-ups) and its clients' folder first on PATH (a
+    cluster whose Slurm is not the one on this host's PATH, such as the 24.11 virtual cluster)."""
+    if site.slurm.slurm_conf:
+        os.environ["SLURM_CONF"] = site.slurm.slurm_conf
+    if site.slurm.bin_dir:
+        path = os.environ.get("PATH", "")
+        if path.split(os.pathsep)[0] != site.slurm.bin_dir:
+            os.environ["PATH"] = os.pathsep.join([site.slurm.bin_dir, path] if path else [site.slurm.bin_dir])
 
 
 def slurm_env(slurm_conf: str | None) -> dict[str, str] | None:

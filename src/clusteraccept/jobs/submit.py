@@ -127,6 +127,15 @@ def slurm_parameters(
     return params
 
 
+def for_executor(site: Site, executor: str | None) -> Site:
+    """The site as ``executor`` runs it. The local and debug executors run every node's work on this
+    machine, under this interpreter: the nodes' python (``slurm.python``) and the Slurm clients' folder
+    (``slurm.bin_dir``) of a real or virtual cluster do not apply there."""
+    if (executor or site.slurm.executor) == "slurm":
+        return site
+    return replace(site, slurm=replace(site.slurm, python=None, bin_dir=None))
+
+
 def python_of(site: Site) -> str:
     return site.slurm.python or sys.executable
 
@@ -146,7 +155,13 @@ class JobLayer:
     """Submits planned jobs and gathers what they return. ``executor``: slurm | local | debug."""
 
     def __init__(
-        self, site: Site, run_dir: Path, *, dry_run: bool = False, executor: str | None = None
+        self,
+        site: Site,
+        run_dir: Path,
+        *,
+        dry_run: bool = False,
+        executor: str | None = None,
+        block_units: Sequence[tuple[int, Sequence[str]]] = (),
     ) -> None:
         self.site = site
         self.run_dir = run_dir
@@ -159,6 +174,8 @@ class JobLayer:
         self.outcomes: list[JobOutcome] = []
         self._starts_asked = 0.0
         self.grace_s = GRACE_S  # past a job's --time before the run gives up on it (tests shorten it)
+        # topology/block's blocks, (BlockSize, nodes): where Slurm will place a job that names its nodes
+        self.block_units = tuple(block_units)
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
@@ -223,6 +240,13 @@ class JobLayer:
         from clusteraccept.jobs.node_entry import collect_node
 
         local = self.executor_name != "slurm"
+        parts = limits.block_parts(job.nodes, self.block_units) if not local else []
+        if len(parts) > 1 and limits.block_nodes(job.nodes, self.block_units) != job.nodes:
+            # topology/block would refuse (or widen) a job across blocks, and every node of a probe job runs
+            # a task: one job per block instead (probes need no companions).
+            for i, part in enumerate(parts):
+                self.submit_probes(replace(job, name=f"{job.name}-b{i}", nodes=part), options)
+            return
         time_min = self._time_min(job)
         params = slurm_parameters(
             self.site,
@@ -237,7 +261,9 @@ class JobLayer:
         # srun(1) --no-kill: a failed node does not end the job step either, so the other nodes'
         # tasks finish and return their results.
         if not local:
-            params["srun_args"] = ["--no-kill"]
+            # --mpi=none: the collectors are no MPI program; where MpiDefault=pmix a PMIx server per node
+            # would only add a way to lose a node's probes (docs/vcluster.md)
+            params["srun_args"] = ["--no-kill", "--mpi=none"]
         script = self._script(job.name, params)
         self._write_script(job.name, script)
         if self.dry_run:
@@ -263,7 +289,11 @@ class JobLayer:
         """Write the job's scripts and submit it; a shard whose shard before it has not ended yet is
         submitted when that one ends (``wait``): its queue time counts from then, and two shards never
         measure each other."""
-        params = self._campaign_params(job)
+        try:
+            params = self._campaign_params(job)
+        except SubmitError as exc:
+            self._refused(job, str(exc))
+            return
         script = self._write_campaign_files(job, params)
         if self.dry_run:
             self.outcomes.append(JobOutcome(job.name, None, "DRY_RUN", script=script))
@@ -294,16 +324,7 @@ class JobLayer:
                 node=job.nodes[0],
             )
         except SubmitError as exc:
-            self.outcomes.append(
-                JobOutcome(
-                    job.name,
-                    None,
-                    "SUBMIT_ERROR",
-                    missing=tuple(s.subject for r in job.rounds for s in r.steps),
-                    message=str(exc),
-                )
-            )
-            self._release(job.name, "SUBMIT_ERROR")
+            self._refused(job, str(exc))
             return
         # left-out steps (their nodes went down while an earlier shard ran) are expected, so they come
         # out as missing: not tested
@@ -314,15 +335,30 @@ class JobLayer:
             pending.extra["note"] = note
         self._pending.append(pending)
 
+    def _refused(self, job: CampaignJob, message: str, left_out: tuple[str, ...] = ()) -> None:
+        missing = tuple(s.subject for r in job.rounds for s in r.steps) + left_out
+        self.outcomes.append(JobOutcome(job.name, None, "SUBMIT_ERROR", missing=missing, message=message))
+        self._release(job.name, "SUBMIT_ERROR")
+
     def _campaign_params(self, job: CampaignJob) -> dict[str, Any]:
+        # Under topology/block a job across blocks names the smallest block that holds all of its nodes, or
+        # Slurm refuses it (limits.block_nodes); its steps still run on its own nodes only.
+        placed = limits.block_nodes(job.nodes, self.block_units)
+        if placed is None:
+            raise SubmitError(
+                f"topology/block: no block of the cluster holds all of {job.name}'s nodes "
+                f"({hostlist.collect_hostlist(list(job.nodes))}), and Slurm refuses a job across blocks "
+                "(Requested node configuration is not available): add a BlockSizes level that holds them, "
+                "or give the site blocks that match Slurm's (blocks: slurm)"
+            )
         return slurm_parameters(
             self.site,
             name=job.name,
-            nodes=len(job.nodes),
+            nodes=len(placed),
             tasks_per_node=1,
             use_srun=False,
             time_min=self._time_min(job),
-            nodelist=job.nodes,
+            nodelist=placed,
             # sbatch(1) --no-requeue: a campaign hit by a node failure must end (NODE_FAIL) with what it
             # finished in the spool, not restart from round 0 minutes later (JobRequeue=1 is Slurm's
             # default); `--resume RUN_DIR` then reruns only the lost steps (clusteraccept.ops.resume).
@@ -338,8 +374,8 @@ class JobLayer:
         snap_argv = counters_argv(self.site, job.nodes)
         snap_line = (
             # a comment: the driver fills the spool paths and labels in (the file stays valid bash)
-            f"# port counters (driver.py): {shlex.join(snap_argv)} --rails SPOOL/meta/node-rails.json "
-            "--out SPOOL/counters --label JOB-sK --meta LABELS\n"
+            f"# port counters (jobs/node_entry.py): {shlex.join(snap_argv)} "
+            "--rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS\n"
             if snap_argv
             else ""
         )
@@ -379,7 +415,12 @@ class JobLayer:
                 )
                 self._release(job.name, "NODES_UNAVAILABLE")
                 continue
-            self._start_campaign(job, self._campaign_params(job), left, note)
+            try:
+                params = self._campaign_params(job)
+            except SubmitError as exc:
+                self._refused(job, "; ".join(m for m in (str(exc), note) if m), left)
+                continue
+            self._start_campaign(job, params, left, note)
 
     def _without_unusable(
         self, job: CampaignJob, after: str, state: str

@@ -245,11 +245,10 @@ def resume_run(
 
         prepare(site)
     entry["superseded_evidence"] = supersede(run_dir, rerun, n)
-    layer = JobLayer(site, run_dir, executor=executor)
     # within the cluster's limits like the run itself (plan/limits.py): a rerun can be sharded too
-    small = limits.fit(
-        reduced_plan(plan, rerun, f"r{n}"), site, flow.limits_of(site, executor or site.slurm.executor)
-    )
+    job_limits = flow.limits_of(site, executor or site.slurm.executor)
+    layer = JobLayer(site, run_dir, executor=executor, block_units=job_limits.block_units)
+    small = limits.fit(reduced_plan(plan, rerun, f"r{n}"), site, job_limits)
     entry["job_steps"] = {cj.name: [s.name for r in cj.rounds for s in r.steps] for cj in small.campaign_jobs}
     for pj in small.probe_jobs:
         layer.submit_probes(pj, flow.probe_options(site))

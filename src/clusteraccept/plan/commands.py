@@ -39,7 +39,13 @@ def nodelist(nodes: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=256)
 def argv_shape(
-    binary: tuple[str, ...], n_env: int, n_nodes: int, tasks_per_node: int, nccl: Nccl, step_time_min: int
+    binary: tuple[str, ...],
+    n_env: int,
+    n_nodes: int,
+    tasks_per_node: int,
+    nccl: Nccl,
+    step_time_min: int,
+    mpi: str | None = None,
 ) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
     """The step's argv rendered once per shape, with sentinels where per-step values go, and their positions.
 
@@ -55,6 +61,7 @@ def argv_shape(
         ntasks=n_nodes * tasks_per_node,
         ntasks_per_node=tasks_per_node,
         step_time_min=step_time_min,
+        mpi=mpi,
         binary=binary,
         min_bytes=nccl.min_bytes,
         max_bytes=nccl.max_bytes,

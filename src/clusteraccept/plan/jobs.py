@@ -142,6 +142,7 @@ def _step(
         tasks_per_node,
         site.nccl,
         max(1, -(-site.slurm.step_timeout_s // 60)),
+        site.slurm.mpi,
     )
     env_t = tuple(env.items())
     tool = tool_of(site)
@@ -187,7 +188,13 @@ def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
     shape, node_pos, env_pos = argv_shape(
-        binary_of(site, collective), 3, 2, 1, site.nccl, max(1, -(-site.slurm.step_timeout_s // 60))
+        binary_of(site, collective),
+        3,
+        2,
+        1,
+        site.nccl,
+        max(1, -(-site.slurm.step_timeout_s // 60)),
+        site.slurm.mpi,
     )
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').

@@ -60,6 +60,8 @@ class ClusterLimits:
     rpc_refill_per_s: float | None = None  # rl_refill_rate / rl_refill_period where rl_enable is set
     max_time_min: int | None = None  # the partition's MaxTime; None: UNLIMITED or not known
     source: str = "not read"
+    # topology/block: every block and aggregated block as (BlockSize, its nodes); () under other plugins
+    block_units: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,12 @@ class Limits:
     time_limit_min: int | None
     step_timeout_s: int
     notes: tuple[str, ...] = ()
+    block_units: tuple[tuple[int, tuple[str, ...]], ...] = ()  # ClusterLimits.block_units
 
     def as_dict(self) -> dict[str, object]:
-        return {**asdict(self), "notes": list(self.notes)}
+        d = {**asdict(self), "notes": list(self.notes)}
+        d["block_units"] = len(self.block_units)  # how many; their node lists are the cluster's to keep
+        return d
 
 
 def _pick(
@@ -130,7 +135,43 @@ def resolve(slurm: Slurm, cluster: ClusterLimits | None = None) -> Limits:
         None if cap is None else int(cap),
         slurm.step_timeout_s,
         (f"cluster: {c.source}", n1, n2, n3, n4),
+        c.block_units,
     )
+
+
+def block_nodes(nodes: Sequence[str], units: Sequence[tuple[int, Sequence[str]]]) -> tuple[str, ...] | None:
+    """The ``--nodelist`` under which Slurm's topology/block accepts a job whose steps run on ``nodes``.
+
+    Slurm places a job of N nodes inside one block of the smallest BlockSize >= N (topology.html, "Block
+    Topology"), and refuses a job whose named nodes are not all inside one such block ("Requested node
+    configuration is not available", with or without --exclusive=topo). Asking for more nodes than it
+    names does not do either: in a job of ``-N4 -w node1,node3`` a step ``-w node1,node3`` ran on node1
+    and node2 (24.11.5; docs/vcluster.md). So such a job names the whole smallest block that holds its
+    nodes: Slurm places it there, its steps run on its own nodes, and the block's others stay idle for the
+    job's life. ``units``: (BlockSize, nodes) of every block and aggregated block; none (another
+    plugin): ``nodes`` as they are. None: no block holds them all, and Slurm will refuse the job.
+    """
+    wanted = tuple(nodes)
+    if not units or not wanted:
+        return wanted
+    fit = next((s for s in sorted({size for size, _ in units}) if s >= len(wanted)), None)
+    need = set(wanted)
+    holding = sorted((size, tuple(members)) for size, members in units if need <= set(members))
+    if not holding:
+        return None
+    size, members = holding[0]
+    return wanted if size == fit else members
+
+
+def block_parts(nodes: Sequence[str], units: Sequence[tuple[int, Sequence[str]]]) -> list[tuple[str, ...]]:
+    """``nodes`` grouped by the smallest block that holds each (nodes in no block: one group at the end),
+    in their order: jobs whose nodes need no companions, each inside one block."""
+    smallest = sorted(units, key=lambda u: u[0])
+    groups: dict[int, list[str]] = {}
+    for node in nodes:
+        index = next((i for i, (_, members) in enumerate(smallest) if node in members), len(smallest))
+        groups.setdefault(index, []).append(node)
+    return [tuple(groups[i]) for i in sorted(groups)]
 
 
 def waves(steps: Sequence[Step], cap: int) -> list[tuple[Step, ...]]:

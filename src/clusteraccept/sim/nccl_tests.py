@@ -99,7 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     hosts = list(dict.fromkeys(hostlist.expand_hostlist(expr))) if expr else [socket.gethostname()]
     tasks = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS") or len(hosts))
     procid, nodeid = int(env.get("SLURM_PROCID", "0")), int(env.get("SLURM_NODEID", "0"))
-    if fab.faults.non_mpi:  # every task is a world of its own, on its own node
+    world = None if fab.faults.non_mpi else mpi_world(env)
+    pids: tuple[int, ...] = ()
+    if world is not None:  # an MPI program: who is who comes from MPI, not from Slurm's variables
+        rank, names, pids = world
+        if rank != 0:
+            return 0
+        hosts = list(dict.fromkeys(names))
+        per_node = [names.count(h) for h in hosts]
+    elif fab.faults.non_mpi:  # every task is a world of its own, on its own node
         hosts, per_node = [hosts[min(nodeid, len(hosts) - 1)]], [1]
     elif procid != 0:
         return 0  # the other MPI ranks print nothing
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 3
     json_path = _json_path(opts.output_file) if opts.output_file else None
-    text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]))
+    text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]), pids)
     if json_path and doc is not None:
         Path(json_path).write_text(json.dumps(doc, separators=(",", ":")))
     from clusteraccept.sim.nccl_info import with_info
@@ -126,6 +134,23 @@ def main(argv: list[str] | None = None) -> int:
         used = rails_from_hca(env.get("NCCL_IB_HCA"), rails) or range(len(rails))
         bump(Path(env["CLUSTERACCEPT_HOST_PROFILE"]), hosts, [rails[i] for i in used])
     return rc
+
+
+def mpi_world(env: dict[str, str]) -> tuple[int, list[str], tuple[int, ...]] | None:
+    """This process's rank, and every rank's host name and pid in rank order, from MPI (mpi4py), where
+    this python has it: the simulated binary is then an MPI program, as nccl-tests built with MPI=1 is.
+    Launched by ``srun --mpi=pmix`` the ranks are one world; launched without a PMI (MpiDefault=none and no
+    --mpi) each process initialises as a singleton of size 1 and prints a run of its own, as the real
+    binary does. ``CLUSTERACCEPT_SIM_MPI=0`` turns it off."""
+    if env.get("CLUSTERACCEPT_SIM_MPI") == "0":
+        return None
+    try:
+        from mpi4py import MPI
+    except (ImportError, OSError):
+        return None
+    comm = MPI.COMM_WORLD
+    everyone = comm.allgather((MPI.Get_processor_name(), os.getpid()))
+    return comm.Get_rank(), [str(h) for h, _ in everyone], tuple(int(p) for _, p in everyone)
 
 
 def _json_path(path: str) -> str | None:

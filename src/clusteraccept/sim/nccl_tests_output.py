@@ -65,8 +65,11 @@ def render_run(
     env: dict[str, str],
     json_path: str | None = None,
     argv: tuple[str, ...] = (),
+    pids: tuple[int, ...] = (),
 ) -> tuple[str, int, dict[str, Any] | None]:
-    """:func:`render` plus the -J JSON document (schema 3) when ``json_path`` is given (no I/O)."""
+    """:func:`render` plus the -J JSON document (schema 3) when ``json_path`` is given (no I/O).
+
+    ``pids``: each process's pid in rank order, where MPI told them (else made up from the host name)."""
     coll = name.removesuffix("_perf")
     per_proc = opts.nthreads * opts.ngpus
     nprocs = sum(tasks_per_node)
@@ -82,11 +85,13 @@ def render_run(
         "#\n",
         "# Using devices\n",
     ]
-    rank, devices, results = 0, list[dict[str, Any]](), list[dict[str, Any]]()
+    rank, proc, devices, results = 0, 0, list[dict[str, Any]](), list[dict[str, Any]]()
     for host, ntasks in zip(hosts, tasks_per_node, strict=True):
         node = fab.node(host)
         short = host.split(".", 1)[0]
         for local in range(ntasks):
+            pid = pids[proc] if proc < len(pids) else _pid(host, local)
+            proc += 1
             for i in range(per_proc):
                 dev = local * per_proc + i
                 if dev >= node.gpus:
@@ -94,7 +99,7 @@ def render_run(
                         f"Invalid number of GPUs: {dev + 1} requested but only {node.gpus} were "
                         "found.\nPlease check the number of processes and GPUs per process.\n"
                     )
-                    out.append(f" .. {short} pid {_pid(host, local)}: Test failure common.cu:1454\n")
+                    out.append(f" .. {short} pid {pid}: Test failure common.cu:1454\n")
                     return "".join(out), 5, None
                 bus_id = node.bus_ids[dev] if dev < len(node.bus_ids) else f"0000:{0x18 + 0x10 * dev:02x}:00"
                 if i == 0:  # the JSON gets the first line of each process's report (parseRankInfo())
@@ -102,7 +107,7 @@ def render_run(
                         {
                             "rank": rank,
                             "group": 0,
-                            "pid": _pid(host, local),
+                            "pid": pid,
                             "hostname": short,
                             "device": dev,
                             "device_hex": bus_id,
@@ -110,7 +115,7 @@ def render_run(
                         }
                     )
                 out.append(
-                    f"#  Rank {rank:2d} Group {0:2d} Pid {_pid(host, local):6d} on {short:>10s} "
+                    f"#  Rank {rank:2d} Group {0:2d} Pid {pid:6d} on {short:>10s} "
                     f"device {dev:2d} [{bus_id}] {node.gpu_name}\n"
                 )
                 rank += 1

@@ -33,6 +33,10 @@ class Slurm:
     sbatch_options: dict[str, str] = field(default_factory=dict)
     python: str | None = None
     slurm_conf: str | None = None
+    # the folder of the Slurm clients this site's jobs are submitted with (first on PATH); None: PATH's
+    bin_dir: str | None = None
+    # srun --mpi= on every nccl-tests step (pmix, pmi2, ...); None: none given, the cluster's MpiDefault
+    mpi: str | None = None
     max_steps_per_job: int | None = None  # None: the cluster's MaxStepCount, else 40,000
     max_concurrent_steps: int | None = None  # None: from the cluster's SrunPortRange, else 256
     step_rate_per_s: float | None = None  # None: the cluster's RPC rate limit where rl_enable, else unpaced
@@ -56,6 +60,8 @@ def parse_slurm(top: Section) -> Slurm:
             "sbatch_options",
             "python",
             "slurm_conf",
+            "bin_dir",
+            "mpi",
             "max_steps_per_job",
             "max_concurrent_steps",
             "step_rate_per_s",
@@ -84,6 +90,11 @@ def parse_slurm(top: Section) -> Slurm:
         sbatch_options=options,
         python=expand_repo(s.string("python", "a path to the python of the shared virtualenv", default=None)),
         slurm_conf=expand_repo(s.string("slurm_conf", default=None)),
+        bin_dir=expand_repo(s.string("bin_dir", "a folder holding sbatch, srun, sacct, ...", default=None)),
+        # srun(1) --mpi=<type>: a plugin name `srun --mpi=list` prints (pmix, pmix_v5, pmi2, none, ...)
+        mpi=s.string(
+            "mpi", "an MPI plugin name of `srun --mpi=list` (pmix, pmi2, ...)", None, r"[a-z][a-z0-9_]*"
+        ),
         max_steps_per_job=s.integer("max_steps_per_job", "an integer >= 2", default=None, minimum=2),
         max_concurrent_steps=s.integer("max_concurrent_steps", "an integer >= 1", default=None, minimum=1),
         step_rate_per_s=_positive(s, "step_rate_per_s"),

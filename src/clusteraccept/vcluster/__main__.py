@@ -1,11 +1,14 @@
 """Command line of the virtual Slurm cluster (needs root).
 
-    python -m clusteraccept.vcluster up     [--nodes N] [--gpus G] [--dir DIR]
+    python -m clusteraccept.vcluster up     [--slurm 24.11|22.05] [--topology tree|block]
+                                            [--mpi-default PMI] [--nodes N] [--gpus G] [--dir DIR]
     python -m clusteraccept.vcluster down   [--dir DIR]
     python -m clusteraccept.vcluster status [--dir DIR]
 
 ``up`` reuses a healthy cluster from the same state dir, or rebuilds from clean, and prints the
-``export SLURM_CONF=...`` line clients need and how long it took. ``down`` cancels jobs, stops every
+``export SLURM_CONF=...`` and ``export PATH=...`` lines clients need and how long it took. ``--slurm 24.11``
+(the default) runs Debian 13's Slurm from a root built once under .vcluster/roots; ``--slurm 22.05`` runs
+this host's Debian 12 packages. ``down`` cancels jobs, stops every
 process the cluster started and removes its namespaces, veths and bridge; logs stay in DIR/logs.
 DIR defaults to $CLUSTERACCEPT_VCLUSTER_DIR, else <repo>/.vcluster. Exit status: 0 ok, 1 failure
 (``status``: 1 if not healthy).
@@ -20,6 +23,8 @@ import time
 from pathlib import Path
 
 from clusteraccept.vcluster import cluster
+from clusteraccept.vcluster.config import TOPOLOGIES
+from clusteraccept.vcluster.flavour import DEFAULT, FLAVOURS
 from clusteraccept.vcluster.install import InstallError
 
 
@@ -33,17 +38,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=4, help="number of nodes (up; default 4)")
     parser.add_argument("--gpus", type=int, default=8, help="fake GPUs per node (up; default 8)")
     parser.add_argument("--dir", type=Path, default=None, help="state dir (default: see above)")
+    parser.add_argument(
+        "--slurm", choices=FLAVOURS, default=DEFAULT, help=f"which Slurm runs (up; default {DEFAULT})"
+    )
+    parser.add_argument(
+        "--topology", choices=TOPOLOGIES, default="tree", help="topology plugin (up; block needs 24.11)"
+    )
+    parser.add_argument(
+        "--mpi-default", default=None, help="slurm.conf MpiDefault (up; default pmix on 24.11, none on 22.05)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "up":
-            info = cluster.up(args.dir, n_nodes=args.nodes, gpus_per_node=args.gpus)
+            info = cluster.up(
+                args.dir,
+                n_nodes=args.nodes,
+                gpus_per_node=args.gpus,
+                slurm=args.slurm,
+                topology=args.topology,
+                mpi_default=args.mpi_default,
+            )
             how = "reused healthy cluster" if info.reused else "cluster up"
             print(
-                f"{how}: {', '.join(info.nodes)} (partition {info.partition}, controller "
-                f"{info.controller_ip}) in {info.up_s:.2f} s"
+                f"{how}: Slurm {info.slurm}, {', '.join(info.nodes)} (partition {info.partition}, "
+                f"controller {info.controller_ip}, topology/{info.topology}, MpiDefault={info.mpi_default}) "
+                f"in {info.up_s:.2f} s"
             )
-            print(f"shared dir: {info.shared_dir}\nlogs: {info.log_dir}")
+            print(f"shared dir: {info.shared_dir}\nlogs: {info.log_dir}\nnodes' python: {info.python}")
             print(f"export SLURM_CONF={info.slurm_conf}")
+            print(f'export PATH="{info.bin_dir}:$PATH"')
             return 0
         if args.command == "down":
             t0 = time.monotonic()

@@ -9,9 +9,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusteraccept.vcluster import config, daemons, netns, start
-from clusteraccept.vcluster.config import Layout
+from clusteraccept.vcluster import config, daemons, flavour, netns, root, start
+from clusteraccept.vcluster.config import TOPOLOGIES, Layout
 from clusteraccept.vcluster.daemons import Proc
+from clusteraccept.vcluster.flavour import FLAVOURS, Flavour
 from clusteraccept.vcluster.install import ensure_installed
 from clusteraccept.vcluster.netns import Net
 from clusteraccept.vcluster.record import Record, default_state_dir, event, load, machine_lock
@@ -39,12 +40,18 @@ class ClusterInfo:
     shared_dir: Path  # on the filesystem every node sees: put submitit folders here
     log_dir: Path
     gpus_per_node: int
-    env: dict[str, str] = field(hash=False)
+    env: dict[str, str] = field(hash=False)  # SLURM_CONF, and PATH with the flavour's clients first
     up_s: float = 0.0  # wall time the `up` call took
     reused: bool = False  # True if `up` found this cluster healthy and reused it
+    slurm: str = "22.05"  # the flavour: "22.05" (host packages) or "24.11" (Debian 13 root)
+    topology: str = "tree"
+    mpi_default: str = "none"
+    bin_dir: Path | None = None  # the flavour's Slurm clients (a site's slurm.bin_dir)
+    service_partition: str | None = None  # a partition beside the GPU nodes for scrontab's jobs
+    python: Path | None = None  # the nodes' interpreter (a site's slurm.python)
 
 
-def _info(lay: Layout, net: Net, gpus_per_node: int, up_s: float, reused: bool) -> ClusterInfo:
+def _info(lay: Layout, net: Net, rec: Record, up_s: float, reused: bool) -> ClusterInfo:
     return ClusterInfo(
         state_dir=lay.root,
         slurm_conf=lay.slurm_conf,
@@ -54,10 +61,16 @@ def _info(lay: Layout, net: Net, gpus_per_node: int, up_s: float, reused: bool) 
         submit_ip=net.submit_ip,
         shared_dir=lay.shared,
         log_dir=lay.logs,
-        gpus_per_node=gpus_per_node,
-        env={"SLURM_CONF": str(lay.slurm_conf)},
+        gpus_per_node=rec.gpus_per_node,
+        env={"SLURM_CONF": str(lay.slurm_conf), "PATH": start.client_path(lay)},
         up_s=up_s,
         reused=reused,
+        slurm=rec.slurm,
+        topology=rec.topology,
+        mpi_default=rec.mpi_default,
+        bin_dir=lay.bin,
+        python=lay.node_python,
+        service_partition=config.SERVICE_PARTITION if net.service else None,
     )
 
 
@@ -70,70 +83,135 @@ def _require_root() -> None:
         raise PermissionError("the virtual cluster needs root (network namespaces, bridge, bind mounts)")
 
 
-def up(state_dir: Path | None = None, n_nodes: int = 4, gpus_per_node: int = 8) -> ClusterInfo:
-    """Bring the cluster up (or reuse a healthy one from the same state dir) and return how to reach it."""
+def up(
+    state_dir: Path | None = None,
+    n_nodes: int = 4,
+    gpus_per_node: int = 8,
+    slurm: str = flavour.DEFAULT,
+    topology: str = "tree",
+    mpi_default: str | None = None,
+) -> ClusterInfo:
+    """Bring the cluster up (or reuse a healthy one from the same state dir) and return how to reach it.
+
+    ``slurm``: "24.11" runs Debian 13's Slurm from a root built once under .vcluster/roots (about 45 s the
+    first time); "22.05" runs this host's Debian 12 packages. ``topology``: "tree" (two leaves under a
+    spine) or "block" (the same halves as topology/block blocks; 24.11 only). ``mpi_default``: slurm.conf's
+    MpiDefault, by default pmix on 24.11 and none on 22.05 (config.mpi_default_of).
+    """
     t0 = time.monotonic()
     if not 1 <= n_nodes <= 200 or not 0 <= gpus_per_node <= 64:
         raise ValueError(f"need 1..200 nodes and 0..64 GPUs per node, got {n_nodes} and {gpus_per_node}")
+    if slurm not in FLAVOURS:
+        raise ValueError(f"--slurm: expected one of {', '.join(FLAVOURS)}, got {slurm!r}")
+    if topology not in TOPOLOGIES or (topology == "block" and slurm == "22.05"):
+        raise ValueError(f"--topology: expected tree, or block with Slurm 24.11; got {topology!r} on {slurm}")
+    mpi_default = mpi_default or config.mpi_default_of(slurm)
     _require_root()
     lay = _layout(state_dir)
     lay.logs.mkdir(parents=True, exist_ok=True)
     ensure_installed(lay.logs / "apt.log")
     with machine_lock():
+        fl = Flavour(slurm, root.ensure(log=lay.logs / "root-build.log") if slurm != "22.05" else None)
         rec = load(lay)
-        if rec is not None and _healthy(lay, rec, n_nodes, gpus_per_node):
-            net = Net(rec.slot, n_nodes)
+        want = (n_nodes, gpus_per_node, slurm, topology, mpi_default)
+        if rec is not None and _healthy(lay, rec, want):
+            net = _net(rec.slot, n_nodes, slurm, topology)
             up_s = time.monotonic() - t0
             event(lay, f"up: reused healthy cluster in slot {rec.slot} ({up_s:.2f} s)")
-            return _info(lay, net, gpus_per_node, up_s, reused=True)
+            return _info(lay, net, rec, up_s, reused=True)
         if rec is not None or lay.record.parent.exists():
             event(lay, "up: previous state is stale or partial; rebuilding from clean")
         _teardown(lay, rec)
-        net = Net(_choose_slot(lay), n_nodes)
+        net = _net(_choose_slot(lay), n_nodes, slurm, topology)
         _clean_slot(net.slot, lay)
         try:
-            _build(lay, net, gpus_per_node)
+            rec = _build(lay, net, gpus_per_node, fl, topology, mpi_default)
         except BaseException as exc:
             event(lay, f"up failed: {exc!r}; tearing down (logs kept in {lay.logs})")
             _teardown(lay, load(lay))
             raise
     up_s = time.monotonic() - t0
-    event(lay, f"up: {n_nodes} nodes in slot {net.slot} ({net.subnet}) in {up_s:.2f} s")
-    return _info(lay, net, gpus_per_node, up_s, reused=False)
+    event(lay, f"up: {n_nodes} nodes, Slurm {slurm}, in slot {net.slot} ({net.subnet}) in {up_s:.2f} s")
+    return _info(lay, net, rec, up_s, reused=False)
 
 
-def _build(lay: Layout, net: Net, gpus_per_node: int) -> None:
+def _switch_flavour(lay: Layout, slurm: str) -> None:
+    """Another Slurm's controller state and accounting database are not read: 24.11 upgrades the schema
+    in place, after which 22.05's slurmdbd no longer starts. Job ids then start again at 1, which is safe
+    because every run uses a fresh submitit folder (docs/vcluster.md)."""
+    try:
+        was = lay.flavour_mark.read_text().strip()
+    except OSError:
+        was = "22.05" if lay.ctld_state.exists() else slurm  # state dirs made before 24.11 existed
+    if was != slurm:
+        event(lay, f"up: Slurm {was} -> {slurm}: controller state and accounting database wiped")
+        shutil.rmtree(lay.ctld_state, ignore_errors=True)
+        shutil.rmtree(lay.mysql_data, ignore_errors=True)
+    lay.root.mkdir(parents=True, exist_ok=True)
+    lay.flavour_mark.write_text(slurm + "\n")
+
+
+def _build(lay: Layout, net: Net, gpus_per_node: int, fl: Flavour, topology: str, mpi_default: str) -> Record:
     shutil.rmtree(lay.run, ignore_errors=True)  # pid files, sockets, spool of the previous life
-    config.write_all(lay, net, gpus_per_node)
+    _switch_flavour(lay, fl.slurm)
+    config.write_all(lay, net, gpus_per_node, fl.slurm, topology, mpi_default)
+    flavour.write_files(lay, fl)
     # The record exists from the first process on, so a failure half-way can still be cleaned up.
     started: list[Proc] = []
 
+    def record(procs: tuple[Proc, ...]) -> Record:
+        built = str(fl.root.manifest.get("built", "")) if fl.root else ""
+        rec = Record(net.slot, net.n_nodes, gpus_per_node, procs, fl.slurm, topology, mpi_default, built)
+        rec.save(lay)
+        return rec
+
     def on_start(p: Proc) -> None:
         started.append(p)
-        Record(net.slot, net.n_nodes, gpus_per_node, tuple(started)).save(lay)
+        record(tuple(started))
 
-    Record(net.slot, net.n_nodes, gpus_per_node, ()).save(lay)
+    record(())
     netns.create(net, lay.root)
-    procs = start.start_all(lay, net, on_start)
-    Record(net.slot, net.n_nodes, gpus_per_node, tuple(procs)).save(lay)
+    procs = start.start_all(lay, net, on_start, fl)
+    return record(tuple(procs))
 
 
-def _healthy(lay: Layout, rec: Record, n_nodes: int, gpus_per_node: int) -> bool:
-    if (rec.n_nodes, rec.gpus_per_node) != (n_nodes, gpus_per_node):
+def _healthy(lay: Layout, rec: Record, want: tuple[int, int, str, str, str]) -> bool:
+    if _shape(rec) != want:
         return False
-    net = Net(rec.slot, rec.n_nodes)
+    net = _net(rec.slot, rec.n_nodes, rec.slurm, rec.topology)
     if not rec.procs or not all(daemons.running(p) for p in rec.procs):
         return False
     if not netns.intact(net, lay.root):
         return False
     # A config written by another version of this code means a rebuild, not a silent reuse.
     try:
-        if lay.slurm_conf.read_text() != config.slurm_conf(lay, net, gpus_per_node):
+        written = config.slurm_conf(lay, net, rec.gpus_per_node, rec.slurm, rec.topology, rec.mpi_default)
+        if lay.slurm_conf.read_text() != written:
             return False
     except OSError:
         return False
+    if rec.slurm != "22.05":
+        found = root.load(root.default_roots_dir().resolve() / f"slurm-{rec.slurm}")
+        if found is None or found.manifest.get("built") != rec.root_built:
+            return False  # its root was rebuilt or removed under it
+        try:  # what enters the root (its binds: $CLUSTERACCEPT_VCLUSTER_SHARED) is this code's
+            if flavour.enter_root(lay).read_text() != flavour.enter_root_script(lay, found):
+                return False
+        except OSError:
+            return False
     # Busy nodes count as healthy: a second `up` must not kill the jobs of a working cluster.
-    return start.nodes_usable(lay, list(config.node_names(n_nodes)))
+    hosts = list(config.node_names(rec.n_nodes)) + ([config.SERVICE_HOST] if net.service else [])
+    return start.nodes_usable(lay, hosts)
+
+
+def _net(slot: int, n_nodes: int, slurm: str, topology: str) -> Net:
+    """The slot's network; 24.11 with a tree topology has the service host too (scrontab's jobs run there;
+    22.05 has no scrontab client, and under topology/block a node in no block runs no job)."""
+    return Net(slot, n_nodes, service=slurm != "22.05" and topology == "tree")
+
+
+def _shape(rec: Record) -> tuple[int, int, str, str, str]:
+    return (rec.n_nodes, rec.gpus_per_node, rec.slurm, rec.topology, rec.mpi_default)
 
 
 def _choose_slot(lay: Layout) -> int:
@@ -169,7 +247,13 @@ def cancel_jobs(lay: Layout, timeout_s: float = 30.0) -> None:
 
     def queue() -> list[str]:
         out = subprocess.run(
-            ["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env=env, timeout=10, check=False
+            ["squeue", "-h", "-o", "%i"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=10,
+            check=False,
+            cwd=lay.root,  # the 24.11 clients run in the root, which sees the state dir, not every folder
         )
         return out.stdout.split() if out.returncode == 0 else []
 
@@ -177,7 +261,7 @@ def cancel_jobs(lay: Layout, timeout_s: float = 30.0) -> None:
     if not jobs:
         return
     event(lay, f"down: cancelling jobs {' '.join(jobs)}")
-    subprocess.run(["scancel", *jobs], capture_output=True, env=env, timeout=10, check=False)
+    subprocess.run(["scancel", *jobs], capture_output=True, env=env, timeout=10, check=False, cwd=lay.root)
     try:
         daemons.wait_until("cancelled jobs to finish", lambda: not queue(), timeout_s)
     except TimeoutError as exc:
@@ -256,18 +340,31 @@ def down(state_dir: Path | None = None) -> list[str]:
     return notes
 
 
+def _slurm_line(rec: Record) -> str:
+    if rec.slurm == "22.05":
+        out = subprocess.run(["slurmd", "-V"], capture_output=True, text=True, check=False, timeout=10)
+        return f"Slurm: {out.stdout.strip() or 'slurmd -V failed'} (this host's Debian packages)"
+    found = root.load(root.default_roots_dir().resolve() / f"slurm-{rec.slurm}")
+    if found is None:
+        return f"Slurm {rec.slurm}: its root is missing or stale (`up` rebuilds it)"
+    return f"Slurm {found.manifest.get('versions', {}).get('slurmd', rec.slurm)}: {root.describe(found)}"
+
+
 def status(state_dir: Path | None = None) -> str:
     """A few lines: up or down, slot and subnet, daemons alive, and sinfo's view of the nodes."""
     lay = _layout(state_dir)
     rec = load(lay)
     if rec is None:
         return f"vcluster {lay.root}: down (no record)"
-    net = Net(rec.slot, rec.n_nodes)
+    net = _net(rec.slot, rec.n_nodes, rec.slurm, rec.topology)
     alive = [p for p in rec.procs if daemons.running(p)]
     lines = [
         f"vcluster {lay.root}: slot {rec.slot}, bridge {net.bridge}, subnet {net.subnet}, "
-        f"{rec.n_nodes} nodes x {rec.gpus_per_node} GPUs",
+        f"{rec.n_nodes} nodes x {rec.gpus_per_node} GPUs, topology/{rec.topology}, "
+        f"MpiDefault={rec.mpi_default}",
+        _slurm_line(rec),
         f"SLURM_CONF={lay.slurm_conf}",
+        f"PATH={lay.bin}:$PATH  (the cluster's Slurm clients)",
         f"daemons alive: {len(alive)}/{len(rec.procs)}"
         + "".join(
             f"\n  {'up  ' if p in alive else 'DEAD'} {p.name} pid {p.pid} ns {p.ns}" for p in rec.procs
@@ -279,6 +376,6 @@ def status(state_dir: Path | None = None) -> str:
         lines.append("slurmctld: not answering")
     else:
         lines.append("nodes: " + ", ".join(f"{n}={s}" for n, s in sorted(states.items())))
-    healthy = _healthy(lay, rec, rec.n_nodes, rec.gpus_per_node)
+    healthy = _healthy(lay, rec, _shape(rec))
     lines.insert(0, "UP (healthy)" if healthy else "NOT HEALTHY")
     return "\n".join(lines)

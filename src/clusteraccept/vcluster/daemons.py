@@ -82,7 +82,8 @@ def comm_of(pid: int) -> str | None:
 
 
 # What the process is called while the launch chain is still exec'ing towards the daemon.
-_LAUNCHING = frozenset({"sh", "nsenter", "unshare"})
+# (The 24.11 flavour's chain goes through its enter-root script and chroot: vcluster/flavour.py.)
+_LAUNCHING = frozenset({"sh", "nsenter", "unshare", ".enter-root", "chroot"})
 
 
 def is_ours(p: Proc) -> bool:
@@ -126,12 +127,14 @@ def spawn(
     argv: list[str],
     log: Path,
     env: dict[str, str],
+    prefix: Sequence[str] = (),
 ) -> Proc:
-    """Start ``argv`` (a foreground daemon) in namespace ``ns`` with its own hostname and /etc/hosts."""
+    """Start ``argv`` (a foreground daemon) in namespace ``ns`` with its own hostname and /etc/hosts;
+    ``prefix`` goes before it (the 24.11 flavour's enter-root script, which execs it inside the root)."""
     inner = (
         f"hostname {shlex.quote(hostname)} && mount --bind {shlex.quote(str(hosts_file))} /etc/hosts && "
         f"{_CGROUP_FS} && "
-        f"exec {shlex.join(argv)}"
+        f"exec {shlex.join([*prefix, *argv])}"
     )
     chain = [
         "nsenter",

@@ -67,7 +67,16 @@ def ensure_installed(log: Path | None = None) -> None:
         raise InstallError(
             f"Slurm packages are missing ({', '.join(missing_binaries())}) and there is no apt-get"
         )
-    todo = missing_packages() or list(PACKAGES)
+    apt_install(missing_packages() or list(PACKAGES), log)
+    if missing_binaries():
+        raise InstallError(f"still missing after apt-get: {', '.join(missing_binaries())}")
+
+
+def apt_install(packages: list[str], log: Path | None = None) -> None:
+    """``apt-get install --no-install-recommends`` with no daemon started; one ``apt-get update`` and a retry
+    if it fails (most likely stale package lists)."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise InstallError(f"cannot install {' '.join(packages)}: needs root and apt-get")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     created_policy = False
     if not POLICY_RC_D.exists():
@@ -77,19 +86,16 @@ def ensure_installed(log: Path | None = None) -> None:
         POLICY_RC_D.chmod(0o755)
         created_policy = True
     try:
-        install = ["apt-get", "install", "-y", "--no-install-recommends", *todo]
+        install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
         result = _run(install, env, log)
         if result.returncode != 0:
-            # Most likely stale package lists: refresh them once and retry.
             _run(["apt-get", "update"], env, log)
             result = _run(install, env, log)
         if result.returncode != 0:
-            raise InstallError(f"apt-get install {' '.join(todo)} failed:\n{result.stdout[-2000:]}")
+            raise InstallError(f"apt-get install {' '.join(packages)} failed:\n{result.stdout[-2000:]}")
     finally:
         if created_policy:
             POLICY_RC_D.unlink(missing_ok=True)
-    if missing_binaries():
-        raise InstallError(f"still missing after apt-get: {', '.join(missing_binaries())}")
 
 
 def _run(argv: list[str], env: dict[str, str], log: Path | None) -> subprocess.CompletedProcess[str]:

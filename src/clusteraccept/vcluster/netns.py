@@ -19,6 +19,7 @@ NETNS_DIR = Path("/run/netns")
 MAX_SLOTS = 16
 _CTL_HOST = 1
 _SUBMIT_HOST = 254
+_SVC_HOST = 9
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Net:
 
     slot: int
     n_nodes: int
+    # a service host (`svc`, partition `service`) for batch jobs that must not wait behind the exclusive
+    # campaigns: scrontab's entries (Slurm 24.11)
+    service: bool = False
 
     @property
     def bridge(self) -> str:
@@ -61,8 +65,23 @@ class Net:
     def node_ip(self, i: int) -> str:
         return self.ip(10 + i)
 
+    @property
+    def svc_ns(self) -> str:
+        return f"{self.prefix}svc"
+
+    @property
+    def svc_ip(self) -> str:
+        return self.ip(_SVC_HOST)
+
+    def hosts(self) -> list[tuple[str, str]]:
+        """(namespace, address) of every host but the submit host, in veth index order."""
+        out = [(self.ctl_ns, self.ctl_ip)] + [
+            (self.node_ns(i), self.node_ip(i)) for i in range(1, self.n_nodes + 1)
+        ]
+        return out + ([(self.svc_ns, self.svc_ip)] if self.service else [])
+
     def namespaces(self) -> list[str]:
-        return [self.ctl_ns] + [self.node_ns(i) for i in range(1, self.n_nodes + 1)]
+        return [ns for ns, _ in self.hosts()]
 
     def veth(self, index: int) -> str:
         """Root-side veth of host ``index`` (0 = controller)."""
@@ -115,7 +134,7 @@ def slot_namespaces(slot: int) -> list[str]:
     return sorted(
         p.name
         for p in NETNS_DIR.iterdir()
-        if p.name == f"{prefix}ctl"
+        if p.name in (f"{prefix}ctl", f"{prefix}svc")
         or (p.name.startswith(f"{prefix}n") and p.name[len(prefix) + 1 :].isdigit())
     )
 
@@ -175,8 +194,7 @@ def create(net: Net, owner: Path) -> None:
     ip_cmd("link", "set", net.bridge, "alias", str(owner))
     ip_cmd("addr", "add", f"{net.submit_ip}/24", "dev", net.bridge)
     ip_cmd("link", "set", net.bridge, "up")
-    hosts = [(net.ctl_ns, net.ctl_ip)] + [(net.node_ns(i), net.node_ip(i)) for i in range(1, net.n_nodes + 1)]
-    for index, (ns, addr) in enumerate(hosts):
+    for index, (ns, addr) in enumerate(net.hosts()):
         veth, peer = net.veth(index), f"{net.prefix}p{index}"
         ip_cmd("netns", "add", ns)
         ip_cmd("link", "add", veth, "type", "veth", "peer", "name", peer)
@@ -197,4 +215,4 @@ def intact(net: Net, owner: Path) -> bool:
         return False
     if any(ns_inode(ns) is None for ns in net.namespaces()):
         return False
-    return all(link_exists(net.veth(i)) for i in range(net.n_nodes + 1))
+    return all(link_exists(net.veth(i)) for i in range(len(net.hosts())))

@@ -24,6 +24,10 @@ class Record:
     n_nodes: int
     gpus_per_node: int
     procs: tuple[Proc, ...]
+    slurm: str = "22.05"  # which Slurm runs: "22.05" (the host's packages) or "24.11" (the Debian 13 root)
+    topology: str = "tree"
+    mpi_default: str = "none"
+    root_built: str = ""  # the 24.11 root's build stamp (its manifest's "built"): rebuilt since, not ours
 
     def save(self, lay: Layout) -> None:
         lay.record.parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +37,10 @@ class Record:
             "n_nodes": self.n_nodes,
             "gpus_per_node": self.gpus_per_node,
             "procs": [p.to_json() for p in self.procs],
+            "slurm": self.slurm,
+            "topology": self.topology,
+            "mpi_default": self.mpi_default,
+            "root_built": self.root_built,
         }
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, lay.record)
@@ -46,6 +54,10 @@ def load(lay: Layout) -> Record | None:
             int(data["n_nodes"]),
             int(data["gpus_per_node"]),
             tuple(Proc.from_json(p) for p in data["procs"]),
+            str(data.get("slurm", "22.05")),  # records written before 24.11 existed
+            str(data.get("topology", "tree")),
+            str(data.get("mpi_default", "none")),
+            str(data.get("root_built", "")),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -56,11 +68,16 @@ def default_state_dir() -> Path:
     env = os.environ.get(STATE_DIR_ENV)
     if env:
         return Path(env)
+    return repo_root() / ".vcluster"
+
+
+def repo_root() -> Path:
+    """The checkout holding this source tree (the folder with pyproject.toml), else the working directory."""
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "pyproject.toml").is_file():
-            return parent / ".vcluster"
-    return Path.cwd() / ".vcluster"
+            return parent
+    return Path.cwd()
 
 
 def machine_lock() -> AbstractContextManager[None]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
 
 from clusteraccept.vcluster import daemons
-from clusteraccept.vcluster.config import PARTITION, Layout
+from clusteraccept.vcluster.config import SERVICE_HOST, Layout
 from clusteraccept.vcluster.daemons import Proc
+from clusteraccept.vcluster.flavour import Flavour
 from clusteraccept.vcluster.netns import Net
 
 SLURMCTLD_PORT, SLURMDBD_PORT = 6817, 6819
@@ -19,6 +21,11 @@ def daemon_env(lay: Layout) -> dict[str, str]:
     env = daemons.run_env({"SLURM_CONF": str(lay.slurm_conf)})
     env["PATH"] = env.get("PATH", "/usr/bin:/bin") + ":/usr/sbin:/sbin"
     return env
+
+
+def client_path(lay: Layout) -> str:
+    """PATH with the cluster's own clients first (the 24.11 wrappers; for 22.05 the folder is empty)."""
+    return f"{lay.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}"
 
 
 def _install_mysql(lay: Layout) -> None:
@@ -48,13 +55,23 @@ def _install_mysql(lay: Layout) -> None:
     (lay.mysql_data / _MYSQL_READY).write_text("")
 
 
-def start_all(lay: Layout, net: Net, on_start: Callable[[Proc], None], timeout_s: float = 60.0) -> list[Proc]:
-    """Start every daemon and wait until each answers; ``on_start`` sees each Proc as soon as it exists."""
+def start_all(
+    lay: Layout,
+    net: Net,
+    on_start: Callable[[Proc], None],
+    flavour: Flavour,
+    timeout_s: float = 60.0,
+) -> list[Proc]:
+    """Start every daemon and wait until each answers; ``on_start`` sees each Proc as soon as it exists.
+
+    munged and MariaDB are the host's in both flavours; the Slurm daemons are the flavour's."""
     env = daemon_env(lay)
     procs: list[Proc] = []
 
     def spawn(name: str, comm: str, ns: str, host: str, argv: list[str]) -> Proc:
-        p = daemons.spawn(name, comm, ns, host, lay.hosts, argv, lay.logs / f"{name}.out", env)
+        slurm = name.startswith("slurm")
+        prefix = flavour.prefix(lay, host if comm == "slurmd" else None) if slurm else []
+        p = daemons.spawn(name, comm, ns, host, lay.hosts, argv, lay.logs / f"{name}.out", env, prefix)
         procs.append(p)
         on_start(p)
         return p
@@ -135,7 +152,17 @@ def start_all(lay: Layout, net: Net, on_start: Callable[[Proc], None], timeout_s
         )
         for i in range(1, net.n_nodes + 1)
     ]
-    names = [f"node{i}" for i in range(1, net.n_nodes + 1)]
+    if net.service:
+        slurmds.append(
+            spawn(
+                f"slurmd-{SERVICE_HOST}",
+                "slurmd",
+                net.svc_ns,
+                SERVICE_HOST,
+                ["slurmd", "-D", "-N", SERVICE_HOST, "-f", str(lay.slurm_conf)],
+            )
+        )
+    names = [f"node{i}" for i in range(1, net.n_nodes + 1)] + ([SERVICE_HOST] if net.service else [])
     daemons.wait_until(
         "all nodes idle",
         lambda: nodes_idle(lay, names),
@@ -147,17 +174,18 @@ def start_all(lay: Layout, net: Net, on_start: Callable[[Proc], None], timeout_s
 
 
 def client_env(lay: Layout) -> dict[str, str]:
-    return daemons.run_env({"SLURM_CONF": str(lay.slurm_conf)})
+    return daemons.run_env({"SLURM_CONF": str(lay.slurm_conf), "PATH": client_path(lay)})
 
 
 def node_states(lay: Layout) -> dict[str, str] | None:
     """node -> compact state (`idle`, `alloc`, `down*`, ...) from sinfo, or None if slurmctld won't answer."""
     try:
         out = subprocess.run(
-            ["sinfo", "-h", "-N", "-p", PARTITION, "-o", "%N %t"],
+            ["sinfo", "-h", "-N", "-o", "%N %t"],  # every partition's nodes (the service host too)
             capture_output=True,
             text=True,
             env=client_env(lay),
+            cwd=lay.root,  # the 24.11 clients run in the root, which sees the state dir, not every folder
             timeout=10,
             check=False,
         )

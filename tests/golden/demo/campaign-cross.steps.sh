@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
-# port counters (driver.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <REPO>/.vcluster/demo/node/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 0: sendrecv cross-block pairs 1 (16 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w node1,node4 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w node1,node4 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
@@ -19,12 +19,12 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-t
 srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w node2,node3 --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO <REPO>/.vcluster/sim/demo/nccl-tests/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait
-# port counters (driver.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <REPO>/.vcluster/demo/node/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 1: all nodes all_reduce (1 concurrent steps)
 srun -N 4 -n 32 --ntasks-per-node=8 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait
-# port counters (driver.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <REPO>/.vcluster/demo/node/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 2: all nodes alltoall (1 concurrent steps)
 srun -N 4 -n 32 --ntasks-per-node=8 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --kill-on-bad-exit=1 env <REPO>/.vcluster/sim/demo/nccl-tests/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 5 -w 1 -c 1 &
 wait
-# port counters (driver.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 4 -n 4 --ntasks-per-node=1 -w 'node[1-4]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <REPO>/.vcluster/demo/node/python -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 0: sendrecv cross-block pairs 1 (56 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -59,7 +59,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce08,roce16 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce08,roce16 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce08,roce16 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 1: sendrecv cross-block pairs 2 (40 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -102,7 +102,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce09 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce09 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce09 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 2: sendrecv cross-block pairs 3 (16 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce13 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce13 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -121,7 +121,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce15 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 3: sendrecv cross-block pairs 4 (16 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce16 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce16 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -140,12 +140,12 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce15 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce15 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 4: all nodes all_reduce (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 5: all nodes alltoall (1 concurrent steps)
 srun -N 16 -n 128 --ntasks-per-node=8 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 16 -n 16 --ntasks-per-node=1 -w 'roce[01-16]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Inner job steps the campaign driver launches, round by round.
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 0: intra-node (8 concurrent steps)
 srun -N 1 -n 8 --ntasks-per-node=8 -w roce01 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w roce02 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -11,7 +11,7 @@ srun -N 1 -n 8 --ntasks-per-node=8 -w roce06 --exact --overlap --cpus-per-task=1
 srun -N 1 -n 8 --ntasks-per-node=8 -w roce07 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 1 -n 8 --ntasks-per-node=8 -w roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 1: sendrecv pairs 1 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -46,7 +46,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce04,roce05 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce04,roce05 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce04,roce05 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 2: sendrecv pairs 2 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce07 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce07 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -81,7 +81,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce04 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce04 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce03,roce04 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 3: sendrecv pairs 3 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce06 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce06 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -116,7 +116,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce03 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce03 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce03 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 4: sendrecv pairs 4 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce05 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce05 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -151,7 +151,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce08 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce02,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 5: sendrecv pairs 5 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce04 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce04 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -186,7 +186,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce07,roce08 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce07,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce07,roce08 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 6: sendrecv pairs 6 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce03 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce03 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -221,7 +221,7 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce07 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce07 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce06,roce07 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 7: sendrecv pairs 7 (32 concurrent steps)
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce02 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=0 NCCL_IB_HCA==mlx5_0:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce01,roce02 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA==mlx5_1:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
@@ -256,12 +256,12 @@ srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce06 --exact --overlap --cpus-per
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce06 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=6 NCCL_IB_HCA==mlx5_6:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 srun -N 2 -n 2 --ntasks-per-node=1 -w roce05,roce06 --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env CUDA_VISIBLE_DEVICES=7 NCCL_IB_HCA==mlx5_7:1 NCCL_DEBUG=INFO /shared/nccl-tests/build/sendrecv_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 8: block all_reduce (1 concurrent steps)
 srun -N 8 -n 64 --ntasks-per-node=8 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/all_reduce_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
 # round 9: block alltoall (1 concurrent steps)
 srun -N 8 -n 64 --ntasks-per-node=8 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 10 --kill-on-bad-exit=1 env /shared/nccl-tests/build/alltoall_perf -b 1073741824 -e 8589934592 -f 2 -g 1 -n 20 -w 5 -c 1 &
 wait
-# port counters (driver.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS
+# port counters (jobs/node_entry.py): srun -N 8 -n 8 --ntasks-per-node=1 -w 'roce[01-08]' --exact --overlap --cpus-per-task=1 -t 2 --mpi=none <PYTHON> -m clusteraccept.probes.counters --rails SPOOL/meta/node-rails.json --out SPOOL/counters --label JOB-sK --meta LABELS

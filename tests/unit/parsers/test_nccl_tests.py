@@ -283,7 +283,9 @@ def test_two_independent_runs_in_one_output() -> None:
     one = load("alltoall-1gpu-rtx5090-busbw0-na.txt")
     r = parse(one + one)
     assert r.runs == 2 and len(r.rows) == 1
-    assert "separate runs" in {f.name: f for f in launch_checks(r)}["multi_rank"].message
+    assert "separate runs" in {f.name: f for f in launch_checks(r, mpi="pmix")}["multi_rank"].message
+    # launched without a PMI: the singletons of an MPI build, and what to set
+    assert "2 singleton processes" in {f.name: f for f in launch_checks(r)}["multi_rank"].message
 
 
 def test_launch_checks_ceiling_hosts_nranks_returncode() -> None:

@@ -38,6 +38,17 @@ def test_block_aggregated_is_not_a_base_block() -> None:
     assert (agg.name, agg.index, agg.size, agg.aggregated, len(agg.nodes)) == ("b[1-2]", 2, 32, True, 30)
 
 
+def test_block_captured_on_slurm_24_11() -> None:
+    t = parse(load("block-2x2-vcluster-24.11.txt"))
+    assert t.blocks == {"leaf1": ("node1", "node2"), "leaf2": ("node3", "node4")}
+    assert [(b.name, b.size, b.aggregated, b.nodes) for b in t.block_records][2] == (
+        "leaf[1-2]",
+        4,
+        True,
+        ("node1", "node2", "node3", "node4"),
+    )
+
+
 def test_tree_leaf_switches_are_the_blocks() -> None:
     t = parse(load("tree-2leaf-synthetic.txt"))
     assert t.plugin == "tree" and dict(t.blocks) == {"leaf1": ("node1", "node2"), "leaf2": ("node3", "node4")}
