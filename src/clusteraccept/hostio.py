@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
@@ -36,7 +37,13 @@ PASSTHROUGH = ("", -1)  # a profile entry for a command that really runs there
 
 
 def hostname() -> str:
-    return os.environ.get("CLUSTERACCEPT_HOSTNAME") or socket.gethostname().split(".")[0]
+    """This node's name as the site and Slurm name it: SLURMD_NODENAME inside a Slurm task (srun(1): "Name
+    of the node running the task"; a node's hostname may differ from its NodeName), else the hostname."""
+    return (
+        os.environ.get("CLUSTERACCEPT_HOSTNAME")
+        or os.environ.get("SLURMD_NODENAME")
+        or socket.gethostname().split(".")[0]
+    )
 
 
 def _profile_dir() -> Path | None:
@@ -118,6 +125,31 @@ class _Running:
     out: IO[bytes]
     err: IO[bytes]
     t0: float
+    interrupts: int = 0  # SIGINTs sent to a timed-out srun (_still_stopping)
+    stop_t: float = 0.0
+
+
+# srun(1), SIGNALS AND ESCAPE SEQUENCES: a second SIGINT within one second makes srun send SIGINT to all
+# tasks and enter "a termination sequence ... sending SIGCONT, SIGTERM, and SIGKILL to all spawned tasks".
+# SIGKILL to srun alone leaves its step running on the nodes (until its -t), into the next round.
+SRUN_INTERRUPT_GAP_S = 0.2  # apart, so that the two are not merged into one pending signal
+SRUN_STOP_GRACE_S = 15.0  # how long srun may take to end its step before it is killed
+
+
+def _still_stopping(r: _Running, now: float) -> bool:
+    """For a timed-out ``srun``: advance its stop sequence; True while it is given time to end its step."""
+    if Path(r.argv[0]).name != "srun":
+        return False
+    if r.interrupts == 0:
+        r.proc.send_signal(signal.SIGINT)
+        r.interrupts, r.stop_t = 1, now
+        return True
+    if r.interrupts == 1:
+        if now - r.stop_t >= SRUN_INTERRUPT_GAP_S:
+            r.proc.send_signal(signal.SIGINT)
+            r.interrupts = 2
+        return True
+    return now - r.stop_t < SRUN_STOP_GRACE_S
 
 
 def run_many(
@@ -178,14 +210,18 @@ def _loop(
                 break
         for r in list(running):
             rc = r.proc.poll()
-            if rc is None and time.monotonic() - r.t0 <= timeout_s:
+            now = time.monotonic()
+            if rc is None and now - r.t0 <= timeout_s:
+                continue
+            if rc is None and _still_stopping(r, now):
                 continue
             running.remove(r)
-            results[r.index] = _finish(r, host, timeout_s, timed_out=rc is None)
+            results[r.index] = _finish(r, host, timeout_s, timed_out=rc is None or r.interrupts > 0)
         if len(running) == 1 and next_i >= len(items):  # the last one: block on it (no poll latency)
             r = running[0]
+            left = r.t0 + timeout_s - time.monotonic()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                r.proc.wait(timeout=max(0.0, r.t0 + timeout_s - time.monotonic()))
+                r.proc.wait(timeout=max(0.0, left) if not r.interrupts else SRUN_INTERRUPT_GAP_S)
         elif running or next_i < len(items):
             wake = next_start - time.monotonic() if next_i < len(items) else 1.0
             time.sleep(max(0.0, min(0.01 if len(running) <= 16 else 0.05, wake)))
@@ -221,8 +257,8 @@ def _text(f: IO[bytes]) -> str:
 
 
 def _finish(r: _Running, host: str, timeout_s: float, timed_out: bool) -> Evidence:
-    if timed_out:
-        r.proc.kill()  # as subprocess.run does on its timeout
+    if timed_out and r.proc.poll() is None:
+        r.proc.kill()  # as subprocess.run does on its timeout (an srun: after its stop sequence)
     rc = r.proc.wait()
     duration_s = time.monotonic() - r.t0
     out, err = _text(r.out), _text(r.err)
@@ -233,7 +269,9 @@ def _finish(r: _Running, host: str, timeout_s: float, timed_out: bool) -> Eviden
             argv=r.argv,
             returncode=None,
             stdout=out,
-            stderr=err + f"\ntimed out after {timeout_s:g} s",
+            stderr=err
+            + f"\ntimed out after {timeout_s:g} s"
+            + ("; srun was interrupted twice to end its step" if r.interrupts > 1 else ""),
             duration_s=duration_s,
         )
     return Evidence(host, r.src, argv=r.argv, returncode=rc, stdout=out, stderr=err, duration_s=duration_s)
@@ -286,3 +324,32 @@ def realpath(path: str) -> str:
         return "/" + str(resolved.relative_to(fs))
     except ValueError:
         return str(resolved)
+
+
+def cpu_affinity() -> frozenset[int]:
+    """The CPUs this process may run on (sched_getaffinity(2)). In a host profile: the ``allowed`` list of
+    its ``affinity.json``, the CPUs Slurm gave the task on that simulated node."""
+    profile = _profile_dir()
+    if profile is None:
+        return frozenset(os.sched_getaffinity(0))
+    return frozenset(_profile_affinity(profile).get("allowed", ()))
+
+
+def bind_cpus(cpus: frozenset[int]) -> frozenset[int]:
+    """Bind this process (and what it execs) to ``cpus`` (sched_setaffinity(2)); the affinity it then has.
+    In a host profile nothing real is bound: the answer is ``cpus``, unless its ``affinity.json`` has a
+    ``forced`` list, what that node forces on every task (an injected fault)."""
+    profile = _profile_dir()
+    if profile is None:
+        os.sched_setaffinity(0, cpus)
+        return frozenset(os.sched_getaffinity(0))
+    forced = _profile_affinity(profile).get("forced")
+    return cpus if forced is None else frozenset(forced)
+
+
+def _profile_affinity(profile: Path) -> dict[str, list[int]]:
+    try:
+        found: dict[str, list[int]] = json.loads((profile / "affinity.json").read_text())
+    except OSError:
+        return {}
+    return found

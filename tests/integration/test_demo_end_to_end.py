@@ -32,10 +32,13 @@ EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
 }
 
 
-def run_demo(vcluster: Any, tmp_path: Path, *args: str, slurm: str = "") -> tuple[set[str], Path]:
+def run_demo(
+    vcluster: Any, tmp_path: Path, *args: str, slurm: str = "", name: str = "demo"
+) -> tuple[set[str], Path]:
     """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory."""
-    site = demo_site_text(vcluster).replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
-    site_file = tmp_path / "demo.yaml"
+    site = demo_site_text(vcluster, name)
+    site = site.replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
+    site_file = tmp_path / f"{name}.yaml"
     site_file.write_text(site)
     reports = tmp_path / "reports"
     proc = subprocess.run(
@@ -63,7 +66,7 @@ def run_demo(vcluster: Any, tmp_path: Path, *args: str, slurm: str = "") -> tupl
         for line in proc.stdout.splitlines()
         if line.startswith("FAILED ")
     }
-    (run,) = [p for p in (reports / "demo").iterdir() if not p.is_symlink() and (p / "results.json").exists()]
+    (run,) = [p for p in (reports / name).iterdir() if not p.is_symlink() and (p / "results.json").exists()]
     assert failed, proc.stdout[-3000:]
     return failed, run
 
@@ -93,6 +96,40 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
     hosts = {m.split("/")[1] for m in members if m.startswith("topology/")}
     assert hosts == {"node1", "node2", "node3", "node4"}
     assert (run / "report.html").exists() and (run / "junit.xml").exists()
+
+
+LAUNCH_CHECKS = ("launch.binding", "launch.nic", "nccl.transport", "nccl.config")
+LAUNCH_FAULTS = {  # site-configs/demo-launch.yaml: (check, node) -> what its message must name
+    ("launch.binding", "node1"): "share 1 CPU(s) 0",  # cpu_pinned
+    ("launch.binding", "node2"): "drove the GPU on bus",  # gpu_order
+    ("launch.nic", "node3"): "used mlx5_8, not rail 5's HCA mlx5_5",  # stray_nic
+    ("nccl.config", "node3"): "NCCL 2.27.3+cuda12.4 here, 2.28.9+cuda12.9 on 3 of 4 nodes",  # nccl_version
+    ("nccl.transport", "node4"): "over SHM (host memory) inside the node",  # shm_fallback
+    ("nccl.config", "node4"): "NCCL_ALGO=Ring (/etc/nccl.conf)",  # nccl_conf
+}
+
+
+def test_launch_faults_fail_exactly_their_verdicts(vcluster: Any, tmp_path: Path) -> None:
+    """Real srun steps (no --exact, --cpu-bind=none) start each rank's launch record in the real task
+    environment; the simulated nodes inject one launch fault each. Every fault fails exactly its own check
+    on its node and names the cause; the other launch checks pass; the busbw numbers a gating fault makes
+    unjudgeable say "not judged: <the check> on <the node>", and no pair is blamed on them."""
+    failed, run = run_demo(vcluster, tmp_path, "-m", "nccl", name="demo-launch")
+    assert failed == {f"suites/test_nccl_nodes.py::test_nccl_node[node{i}]" for i in range(1, 5)}, failed
+    verdicts = record.load(run)["verdicts"]
+    launch = {(v["check"], v["subject"]): v for v in verdicts if v["check"] in LAUNCH_CHECKS}
+    assert {k for k, v in launch.items() if v["outcome"] == "fail"} == set(LAUNCH_FAULTS)
+    for key, says in LAUNCH_FAULTS.items():
+        assert says in launch[key]["message"] and launch[key]["evidence"], launch[key]
+    others = {(c, f"node{i}") for c in LAUNCH_CHECKS for i in range(1, 5)} - set(LAUNCH_FAULTS)
+    assert {launch[k]["outcome"] for k in others} == {"pass"}, [launch[k] for k in others]
+    not_judged = [v for v in verdicts if v["check"] == "nccl.busbw" and v["message"].startswith("not judged")]
+    causes = Counter(v["message"].split(":", 2)[1].strip() for v in not_judged)
+    assert set(causes) == {"launch.binding on node1", "launch.binding on node2", "launch.nic on node3",
+                           "nccl.transport on node4"}, causes  # fmt: skip
+    assert all(v["outcome"] == "skip" for v in not_judged)
+    blamed = [v for v in verdicts if v["check"] == "nccl.localization" and v["outcome"] == "fail"]
+    assert not blamed, blamed
 
 
 def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(

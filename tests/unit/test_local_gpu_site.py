@@ -147,7 +147,8 @@ def test_fallback_runs_the_torch_collector_and_says_so(run_pytest: PytestRunner,
     assert tool_of(site) == "torch-nccl"
     (step,) = make_plan(site).steps()
     assert step.tool == "torch-nccl"
-    start = step.argv.index(sys.executable)  # then the flags nccl-tests takes
+    start = step.argv.index("--") + 1  # past the launch record; then the flags nccl-tests takes
+    assert step.argv[start - 4 : start] == (sys.executable, "-m", "clusteraccept.probes.launch", "--")
     assert step.argv[start : start + 6] == (
         sys.executable,
         "-m",

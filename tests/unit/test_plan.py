@@ -64,8 +64,29 @@ def test_demo_plan_shape() -> None:
     step = pair_round[0].steps[3]
     assert step.subject == "node1-node2:rail3"
     argv = list(step.argv)
-    assert argv[:9] == ["srun", "-N", "2", "-n", "2", "--ntasks-per-node=1", "-w", "node1,node2", "--exact"]
+    assert argv[:10] == [
+        *("srun", "-N", "2", "-n", "2", "--ntasks-per-node=1", "-w", "node1,node2"),
+        *("--overlap", "--cpu-bind=none"),
+    ]
+    # no --exact/--cpus-per-task: the step gets the node's CPUs, and the launch record binds each rank
+    assert "--exact" not in argv and not any(a.startswith("--cpus-per-task") for a in argv)
     assert "NCCL_IB_HCA==mlx5_3:1" in argv and "CUDA_VISIBLE_DEVICES=3" in argv
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in argv and "NCCL_DEBUG=INFO" in argv
+    after = argv[argv.index("clusteraccept.probes.launch") + 1 :]
+    assert after[:2] == ["--", f"{site.tools.nccl_tests_bin}/sendrecv_perf"]
+
+
+def test_steps_over_every_gpu_use_only_the_rail_hcas() -> None:
+    """Intra-node, block and SHARP steps name exactly the site's rail HCAs (never a storage port), and the
+    SHARP "off" run keeps the site's SHARP settings: only NCCL_COLLNET_ENABLE differs."""
+    site = load_site("demo", CONFIGS)
+    rails = "=" + ",".join(f"mlx5_{k}:1" for k in range(8))
+    steps = [s for s in make_plan(site).steps() if s.kind in ("node", "block")]
+    assert steps and all(dict(s.env)["NCCL_IB_HCA"] == rails for s in steps)
+    sharp = {s.variant: dict(s.env) for s in steps if s.family == "sharp"}
+    if sharp:
+        on, off = sharp["on"], sharp["off"]
+        assert {k for k in on if on[k] != off.get(k)} == {"NCCL_COLLNET_ENABLE"}
 
 
 def test_big_block_rounds() -> None:

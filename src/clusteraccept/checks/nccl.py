@@ -21,13 +21,21 @@ from typing import Any
 import pandas as pd
 
 from clusteraccept.checks import counters
+from clusteraccept.checks.launch import (
+    Finding,
+    crowded_steps,
+    gating,
+    node_verdicts,
+    step_findings,
+    step_id,
+)
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
-from clusteraccept.parsers import nccl_tests, torch_nccl
+from clusteraccept.parsers import launch_record, nccl_debug, nccl_tests, torch_nccl
 from clusteraccept.plan.subjects import rail_subject
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
@@ -58,8 +66,26 @@ def _expected_hosts(meta: dict[str, str]) -> tuple[str, ...]:
     return tuple(meta["nodes"].split(","))
 
 
-def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list[dict[str, Any]]]:
-    """Verdicts of one step, plus the rows (for the localization frame) it contributes."""
+Judged = tuple[list[Verdict], list[dict[str, Any]], list[Finding]]
+
+
+def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any, list[Verdict]]:
+    """The step's launch findings (checks/launch.py) and its NCCL INFO log (None without one); a garbage
+    launch record is an ERROR of its own, the numbers still judged."""
+    try:
+        debug = nccl_debug.parse(ev.stdout)
+    except ParseError:
+        debug = None
+    try:
+        recs = launch_record.records(ev.stdout)
+    except ParseError as exc:
+        bad = error("launch.binding", FAMILY, step_id(ev.meta), f"unreadable launch record: {exc}")
+        return [], debug, [bad]
+    return step_findings(site, ev.meta, ev.argv or (), recs, debug, result), debug, []
+
+
+def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
+    """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings."""
     meta = ev.meta
     subject = f"{meta['subject']}:{meta['collective']}"
     evid = (path,)
@@ -73,18 +99,22 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
             evid,
         )
         # neither node was tested by it: their items say so (judge/items.py), localization does not blame
-        return [replace(killed, labels={"untested": "killed_with_job"})], []
+        return [replace(killed, labels={"untested": "killed_with_job"})], [], []
     if ev.returncode is None:
-        return [
-            error(
-                "nccl.launch",
-                FAMILY,
-                subject,
-                f"step timed out or could not start: "
-                f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
-                evid,
-            )
-        ], _failed_row(meta, "error")
+        return (
+            [
+                error(
+                    "nccl.launch",
+                    FAMILY,
+                    subject,
+                    f"step timed out or could not start: "
+                    f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
+                    evid,
+                )
+            ],
+            _failed_row(meta, "error"),
+            [],
+        )
     fallback = ev.source == "torch-nccl"
     try:
         result = (
@@ -92,22 +122,31 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
         )
     except ParseError as exc:
         tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
-        return [
-            error(
-                "nccl.launch",
-                FAMILY,
-                subject,
-                f"could not parse {ev.source} output ({path}): {exc}" + (f"; stderr: {tail}" if tail else ""),
-                evid,
-            )
-        ], _failed_row(meta, "error")
+        return (
+            [
+                error(
+                    "nccl.launch",
+                    FAMILY,
+                    subject,
+                    f"could not parse {ev.source} output ({path}): {exc}"
+                    + (f"; stderr: {tail}" if tail else ""),
+                    evid,
+                )
+            ],
+            _failed_row(meta, "error"),
+            [],
+        )
+    ran, debug, unreadable = _what_ran(site, ev, result)
+    # NVLS and CollNet/SHARP reduce in the switch: their busbw may exceed the point-to-point ceiling
+    # (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")
+    in_network = debug is not None and (debug.nvls_used() or debug.collnet_used())
     gpus = site.node_type(_expected_hosts(meta)[0]).gpus
     nranks = 2 if meta["kind"] == "pair" else len(_expected_hosts(meta)) * gpus
     findings = launch_checks(
         result,
         expected_hosts=_expected_hosts(meta),
         expected_nranks=nranks,
-        ceiling_GBps=_ceiling(site, meta),
+        ceiling_GBps=None if in_network else _ceiling(site, meta),
         returncode=ev.returncode,
         mpi=site.slurm.mpi,
     )
@@ -127,10 +166,14 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
             labels={"collective": meta["collective"], "source": ev.source},
         )
     ]
+    verdicts += unreadable
     rows: list[dict[str, Any]] = []
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
         # the numbers are not what they claim to be: judging them would mislead
-        return verdicts, _failed_row(meta, "fail")
+        return verdicts, _failed_row(meta, "fail"), ran
+    if (why := gating(ran)) is not None:
+        # measured, but not the hardware the plan meant: neither a verdict on it nor evidence against a node
+        return verdicts + _not_judged(meta, result, why, evid), [], ran
     rail = f".rail{meta['rail']}" if meta.get("rail") else ""
     for row in result.rows:
         size = format_size(row.size_B)
@@ -173,7 +216,36 @@ def judge_step(site: Site, ev: Evidence, path: str) -> tuple[list[Verdict], list
                 "failed": "fail" if bad else "",
             }
         )
-    return verdicts, rows or (_failed_row(meta, "fail") if bad else [])
+    return verdicts, rows or (_failed_row(meta, "fail") if bad else []), ran
+
+
+def _without_crowded(
+    verdicts: list[Verdict], rows: list[dict[str, Any]], crowded: dict[str, tuple[str, str]]
+) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """The busbw verdicts of rail steps that shared their CPUs with the steps beside them turned "not
+    judged" (they measured CPU contention), and their rows out of the localization frame."""
+    if not crowded:
+        return verdicts, rows
+    out = []
+    for v in verdicts:
+        hit = crowded.get(v.subject.rpartition(":")[0]) if v.check == "nccl.busbw" else None
+        if hit is not None:
+            v = replace(v, outcome=Outcome.SKIP, message=f"not judged: launch.binding on {hit[0]}: {hit[1]}")
+        out.append(v)
+
+    def step(r: dict[str, Any]) -> str:
+        return f"{'-'.join(r['nodes'])}:rail{r['rail']}:{r['collective']}"
+
+    return out, [r for r in rows if r["kind"] != "pair" or step(r) not in crowded]
+
+
+def _not_judged(meta: dict[str, str], result: Any, why: str, evid: tuple[str, ...]) -> list[Verdict]:
+    """The busbw verdicts a step would have had, each SKIP "not judged: <the launch fault>"."""
+    subject = f"{meta['subject']}:{meta['collective']}"
+    return [
+        skip("nccl.busbw", FAMILY, f"{subject}:{format_size(row.size_B)}", f"not judged: {why}", evid)
+        for row in result.rows
+    ]
 
 
 def _failed_row(meta: dict[str, str], how: str) -> list[dict[str, Any]]:
@@ -316,16 +388,18 @@ PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
 _SHARED: tuple[Site, list[tuple[Evidence, str]]] | None = None  # what forked workers read (copy-on-write)
 
 
-def _judge_range(bounds: tuple[int, int]) -> tuple[list[Verdict], list[dict[str, Any]]]:
+def _judge_range(bounds: tuple[int, int]) -> Judged:
     assert _SHARED is not None
     site, steps = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
+    findings: list[Finding] = []
     for ev, path in steps[bounds[0] : bounds[1]]:
-        vs, rs = judge_step(site, ev, path)
+        vs, rs, fs = judge_step(site, ev, path)
         verdicts.extend(vs)
         rows.extend(rs)
-    return verdicts, rows
+        findings.extend(fs)
+    return verdicts, rows, findings
 
 
 def _cpus() -> int:
@@ -346,7 +420,7 @@ def _may_fork() -> bool:
         return False
 
 
-def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> tuple[list[Verdict], list[dict[str, Any]]]:
+def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> Judged:
     """:func:`judge_step` over every step, in order: spread over the cores (forked workers, each judging a
     contiguous range) when there are many. Parsing is most of it: 300 us per step, 4 million steps at
     16,384 nodes."""
@@ -366,7 +440,11 @@ def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> tuple[list[Ver
             parts = pool.map(_judge_range, bounds)
     finally:
         _SHARED = None
-    return [v for vs, _ in parts for v in vs], [r for _, rs in parts for r in rs]
+    return (
+        [v for vs, _, _ in parts for v in vs],
+        [r for _, rs, _ in parts for r in rs],
+        [f for _, _, fs in parts for f in fs],
+    )
 
 
 def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit]) -> list[Verdict]:
@@ -390,7 +468,10 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
 
 def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
-    verdicts, rows = judge_steps(site, steps)
+    verdicts, rows, findings = judge_steps(site, steps)
+    paths = {step_id(ev.meta): p for ev, p in steps}
+    verdicts, rows = _without_crowded(verdicts, rows, crowded_steps(findings, paths))
+    verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths))
     frame = pair_frame(site, rows)
     culprits = localize(frame)
     verdicts = _untested_unless_explained(verdicts, culprits)

@@ -108,6 +108,9 @@ def slurm_parameters(
         value = getattr(s, key)
         if value:
             params[key] = value
+    # submitit writes --wckey=submitit unless told otherwise (None drops it): refused where
+    # AccountingStorageEnforce includes wckeys (slurm.conf(5)) and that key was never created
+    params["wckey"] = s.wckey
     if s.exclusive:
         params["exclusive"] = True
     # sbatch(1) --signal=[{R|B}:]<sig_num>[@sig_time]: "B:" signals only the batch shell. submitit's default
@@ -120,6 +123,12 @@ def slurm_parameters(
         additional["reservation"] = s.reservation
     if nodelist:
         params["nodelist"] = hostlist.collect_hostlist(list(nodelist))  # node[001-128]: short at any scale
+    if s.exclusive and not {"mem", "mem-per-cpu", "mem-per-gpu", "mem_per_cpu", "mem_per_gpu"} & set(
+        s.sbatch_options
+    ):
+        # sbatch(1) --exclusive: "the job allocation is allocated all CPUs and GRES on all nodes ..., but is
+        # only allocated as much memory as it requested ... To request all the memory on a node, use --mem=0"
+        additional["mem"] = "0"
     additional.update(extra or {})
     additional.update(s.sbatch_options)
     if additional:

@@ -38,6 +38,8 @@ TOOLS: dict[str, str] = {
     "torch-nccl": "torch_nccl",
     # issue 5/9: port counter snapshots around traffic (probes/counters.py's sectioned text)
     "counters": "counters",
+    # issue 18: what each rank of a step ran with (probes/launch.py)
+    "launch-record": "launch_record",
 }
 
 

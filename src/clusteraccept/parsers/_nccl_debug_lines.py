@@ -52,6 +52,89 @@ class NcclConnection:
         return self.transport.split("/", 1)[0]
 
 
+@dataclass(frozen=True)
+class NcclRing:
+    """``Channel 00/24 : 0 1 2 3``: the ring order of one channel (INIT, after the graph search)."""
+
+    host: str | None
+    channel: int
+    nchannels: int
+    order: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class NcclGraph:
+    """``Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1``: one
+    graph the topology search found (GRAPH). Patterns: src/include/graph.h NCCL_TOPO_PATTERN_*."""
+
+    host: str | None
+    pattern: int
+    kind: str  # "balanced_tree" | "split_tree" | "tree" | "ring" | "nvls" | "collnet_direct" | "pattern N"
+    cross_nic: int
+    nchannels: int
+    bw_intra_GBps: float
+    bw_inter_GBps: float
+    type_intra: str  # the path type inside a node: "NVL", "PIX", "PXB", "SYS", "LOC", ...
+    type_inter: str
+
+
+PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
+_RING_ORDER = re.compile(r"Channel (?P<ch>\d+)/(?P<n>\d+) :(?P<order>(?: +\d+)+)\s*")
+_RING_NEIGHBOURS = re.compile(r"Ring (?P<ch>\d+) : (?P<prev>-?\d+) -> (?P<me>-?\d+) -> (?P<next>-?\d+)\s*")
+_TREE = re.compile(r"\s*\[(?P<ch>\d+)\] (?P<d>-?\d+/-?\d+/-?\d+)->(?P<me>-?\d+)->(?P<up>-?\d+)")
+_PATTERN = re.compile(
+    r"Pattern (?P<p>\d+), crossNic (?P<x>\d+), nChannels (?P<n>\d+), bw (?P<bi>[0-9.]+)/(?P<be>[0-9.]+),"
+    r" type (?P<ti>[A-Z]+)/(?P<te>[A-Z]+), sameChannels (?P<same>\d+)\s*"
+)
+
+
+def ring_order(msg: str, host: str | None, line_no: int) -> NcclRing:
+    m = _RING_ORDER.fullmatch(msg)
+    if m is None:
+        raise ParseError(line_no, "'Channel NN/MM : r0 r1 ...' (a ring order)", msg)
+    order = tuple(to_int(r, line_no) for r in m["order"].split())
+    return NcclRing(host, to_int(m["ch"], line_no), to_int(m["n"], line_no), order)
+
+
+def trees(msg: str, line_no: int) -> int:
+    """How many channels a ``Trees [0] 1/-1/-1->0->-1 [1] ...`` line describes."""
+    text = msg[len("Trees") :]
+    # NCCL cuts a log line at its buffer's end (a real 64-channel line stops at "[47] -1/-1/-1->"): a
+    # last entry cut short is dropped, anything else malformed is refused
+    last = re.search(r"\s*\[\d+\] ?[-0-9/>]*$", text)
+    if last is not None and _TREE.fullmatch(last.group()) is None:
+        text = text[: last.start()]
+    found = entries(_TREE, text, line_no, "tree entries like [0] 1/-1/-1->0->-1")
+    return len(found)
+
+
+def graph(msg: str, host: str | None, line_no: int) -> NcclGraph:
+    m = _PATTERN.fullmatch(msg)
+    if m is None:
+        raise ParseError(
+            line_no, "'Pattern P, crossNic C, nChannels N, bw X/Y, type A/B, sameChannels S'", msg
+        )
+    p = to_int(m["p"], line_no)
+    return NcclGraph(
+        host,
+        p,
+        PATTERNS.get(p, f"pattern {p}"),
+        to_int(m["x"], line_no),
+        to_int(m["n"], line_no),
+        float(m["bi"]),
+        float(m["be"]),
+        m["ti"],
+        m["te"],
+    )
+
+
+def ring_neighbours(msg: str, line_no: int) -> bool:
+    """Whether a ``Ring NN : prev -> me -> next`` line (2.2x GRAPH) is well formed."""
+    if _RING_NEIGHBOURS.fullmatch(msg) is None:
+        raise ParseError(line_no, "'Ring NN : prev -> me -> next'", msg)
+    return True
+
+
 _CONN = re.compile(
     r"(?P<kind>Channel|Ring) (?P<ch>\d+)(?:/(?P<ci>\d+))? : (?P<src>\d+)(?:\[[0-9a-fA-F]+\])?"
     r" -> (?P<dst>\d+)(?:\[[0-9a-fA-F]+\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*"

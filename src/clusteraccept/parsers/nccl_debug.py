@@ -17,8 +17,13 @@ src/init.cc, src/graph/topo.cc; and Mellanox/nccl-rdma-sharp-plugins src/p2p_plu
     NET/IB : Using [0]mlx5_5:1/RoCE [RO]; OOB eno7np0:169.254.103.56<0>
         entries [i]dev:port[:rail][:plane]/IB|RoCE|UNSPECIFIED[/SHARP]; 2.20-2.23 [g]={[0] mlx5_0:1/IB, ...}
     NET/Socket : Using [0]ibs3:10.0.0.1<0>                 (socket interfaces: the name never means IB)
+    NET/IB : Made virtual device [0] name=mlx5_0 speed=400000 ndevs=1  (2.21+, NET: what NET/IB/<n> means)
     Using network IB | Socket | IBext_v8 | ...
     Connected all rings, use ring PXN 0 GDR 1
+    Channel 00/24 : 0 1                                    (a channel's ring order)
+    Ring 00 : 3 -> 0 -> 1                                  (prev -> me -> next, 2.2x GRAPH)
+    Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1            (down/down/down->me->up per channel)
+    Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1  (GRAPH)
     NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'    (and the per-GPU and plugin forms)
 
 The link layer comes only from the /IB or /RoCE tag of a NET device entry, never from an interface name.
@@ -32,8 +37,19 @@ from typing import Any
 
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers._nccl_debug_lines import NcclConnection as NcclConnection
+from clusteraccept.parsers._nccl_debug_lines import NcclGraph as NcclGraph
 from clusteraccept.parsers._nccl_debug_lines import NcclNetDevice as NcclNetDevice
-from clusteraccept.parsers._nccl_debug_lines import connection, entries, net_devices, to_int
+from clusteraccept.parsers._nccl_debug_lines import NcclRing as NcclRing
+from clusteraccept.parsers._nccl_debug_lines import (
+    connection,
+    entries,
+    graph,
+    net_devices,
+    ring_neighbours,
+    ring_order,
+    to_int,
+    trees,
+)
 
 
 @dataclass(frozen=True)
@@ -60,14 +76,28 @@ class NcclGdr:
 
 
 @dataclass(frozen=True)
+class NcclVirtualDevice:
+    """``NET/IB : Made virtual device [1] name=mlx5_0+mlx5_1 speed=800000 ndevs=2`` (NCCL >= 2.21, NET
+    subsystem): the device index the channel lines' ``NET/IB/<n>`` names, and the HCAs behind it."""
+
+    host: str | None
+    net: str
+    index: int
+    name: str  # "mlx5_0", or merged "mlx5_0+mlx5_1"
+    ndevs: int
+
+
+@dataclass(frozen=True)
 class NcclDebug:
     nccl_version: str | None  # "2.28.9"
     nccl_version_full: str | None  # "2.28.9+cuda13.0"
     cuda_driver_version: int | None  # 13000
     hosts: tuple[str, ...]
+    host_versions: tuple[tuple[str, str], ...]  # (host, "2.28.9+cuda12.9") of every prefixed version line
     networks: tuple[str, ...]  # "Using network X", distinct, first seen first
     ib_no_device: bool  # "NET/IB : No device found."
     net_devices: tuple[NcclNetDevice, ...]  # distinct per host
+    virtual_devices: tuple[NcclVirtualDevice, ...]  # distinct per host
     socket_interfaces: tuple[NcclSocketIf, ...]
     oob_interfaces: tuple[str, ...]  # "; OOB <if>" of the NET/IB line
     bootstrap_interfaces: tuple[str, ...]
@@ -82,6 +112,10 @@ class NcclDebug:
     collnet_connected: bool  # "rank N Connected CollNet" / "Connected Collnet Chains"
     collnet_init_failed: bool  # WARN "Cannot initialize CollNet, using ... instead"
     env: tuple[tuple[str, str], ...]  # "NCCL_X set [by environment] to V", first value per name
+    rings: tuple[NcclRing, ...]  # "Channel 00/24 : 0 1 ..." ring orders, per host
+    graphs: tuple[NcclGraph, ...]  # "Pattern 4, crossNic 0, nChannels 12, ..." (GRAPH), distinct per host
+    tree_channels: int  # max channels of a "Trees [0] a/b/c->me->up ..." line
+    coll_channels: int | None  # max "N coll channels"
     warnings: tuple[str, ...]  # NCCL WARN messages
 
     def network(self) -> str | None:
@@ -117,6 +151,17 @@ class NcclDebug:
     def nvls_used(self) -> bool:
         return self.nvls_connected or (self.nvls_channels or 0) > 0
 
+    def net_device_names(self, host: str | None, index: int) -> tuple[str, ...] | None:
+        """The HCAs behind ``NET/<net>/<index>`` on ``host``: the virtual device of that index where the
+        log has "Made virtual device" lines (NCCL >= 2.21 numbers its devices so), else the device listed
+        at that index; None when the log does not say (NET lines not logged, an index not listed)."""
+        vdevs = [v for v in self.virtual_devices if v.host == host]
+        if vdevs:
+            hit = next((v for v in vdevs if v.index == index), None)
+            return None if hit is None else tuple(hit.name.split("+"))
+        dev = next((d for d in self.net_devices if d.host == host and d.index == index), None)
+        return None if dev is None else (dev.device,)
+
     def link_layers(self) -> frozenset[str]:
         """Link layers ("IB", "RoCE") of the NET devices NCCL listed."""
         return frozenset(d.link_layer for d in self.net_devices)
@@ -135,8 +180,14 @@ _GDR = re.compile(
 _GDR_HCA = re.compile(r"HCA (?P<idx>[0-9a-fA-F]+)(?: '(?P<name>[^'\s]+))?")
 _GDR_GPU = re.compile(r"for GPU (?P<gpu>\S+) /")
 _RINGS_GDR = re.compile(r"Connected all rings.*?\bGDR (?P<gdr>\S+)")
-_CHANNELS = re.compile(r"\d+ coll channels, (?:\d+ collnet channels, )?(?:(?P<nvls>\d+) nvls channels, )?")
+_CHANNELS = re.compile(
+    r"(?P<coll>\d+) coll channels, (?:\d+ collnet channels, )?(?:(?P<nvls>\d+) nvls channels, )?"
+)
 _ENV = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*?)\.?\s*")
+_VDEV = re.compile(
+    r"NET/(?P<net>\S+?) ?: Made virtual device \[(?P<d>\d+)\] name=(?P<name>\S+)"
+    r" speed=\d+ ndevs=(?P<n>\d+)\s*"
+)
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
@@ -147,8 +198,10 @@ def _add(seq: list[Any], item: Any) -> None:
 
 _TUPLES = (
     "hosts",
+    "host_versions",
     "networks",
     "net_devices",
+    "virtual_devices",
     "socket_interfaces",
     "oob_interfaces",
     "bootstrap_interfaces",
@@ -157,6 +210,8 @@ _TUPLES = (
     "gdr",
     "dmabuf_gpus",
     "warnings",
+    "rings",
+    "graphs",
 )
 
 
@@ -167,6 +222,8 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
             raise ParseError(line_no, "'NCCL version X.Y.Z+cudaA.B'", msg)
         acc["nccl_version"] = acc["nccl_version"] or m["v"]
         acc["nccl_version_full"] = acc["nccl_version_full"] or m["v"] + m["suffix"]
+        if host is not None:
+            _add(acc["host_versions"], (host, m["v"] + m["suffix"]))
     elif msg.startswith("cudaDriverVersion "):
         value = msg.split(" ", 1)[1].strip()
         if not value.isdecimal():
@@ -178,6 +235,14 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         _add(acc["networks"], name)
     elif msg.startswith(("Channel ", "Ring ", "CollNet ", "Coll ")) and " via " in msg:
         acc["connections"].append(connection(msg, host, line_no))
+    elif msg.startswith("Channel ") and "/" in msg.split(":", 1)[0]:
+        _add(acc["rings"], ring_order(msg, host, line_no))
+    elif msg.startswith("Ring ") and " -> " in msg:
+        ring_neighbours(msg, line_no)
+    elif msg.startswith("Trees "):
+        acc["tree_channels"] = max(acc["tree_channels"], trees(msg, line_no))
+    elif msg.startswith("Pattern "):
+        _add(acc["graphs"], graph(msg, host, line_no))
     elif msg.startswith("NET/") and " : Using" in msg and "; OOB" in msg:
         head, _, oob = msg.rpartition("; OOB")
         net, _, listing = head[4:].partition(" : Using")
@@ -193,6 +258,11 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         for m in entries(_SOCK_ONE, listing, line_no, "socket interfaces like [0]eth0:10.0.0.1<0>"):
             sock = NcclSocketIf(host, net.strip(), to_int(m["i"], line_no), m["name"], m["addr"])
             _add(acc["socket_interfaces"], sock)
+    elif " : Made virtual device " in msg and msg.startswith("NET/"):
+        if (m := _VDEV.fullmatch(msg)) is None:
+            raise ParseError(line_no, "'NET/IB : Made virtual device [N] name=X speed=S ndevs=K'", msg)
+        vdev = NcclVirtualDevice(host, m["net"], to_int(m["d"], line_no), m["name"], to_int(m["n"], line_no))
+        _add(acc["virtual_devices"], vdev)
     elif msg.startswith("NET/IB") and "No device found" in msg:
         acc["ib_no_device"] = True
     elif (m := _GDR.match(msg)) is not None:
@@ -212,8 +282,10 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         acc["nvls_connected"] = True
     elif "Connected CollNet" in msg or msg.startswith("Connected Collnet Chains"):
         acc["collnet_connected"] = True
-    elif (m := _CHANNELS.match(msg)) is not None and m["nvls"] is not None:
-        acc["nvls_channels"] = max(acc["nvls_channels"] or 0, to_int(m["nvls"], line_no))
+    elif (m := _CHANNELS.match(msg)) is not None:
+        acc["coll_channels"] = max(acc["coll_channels"] or 0, to_int(m["coll"], line_no))
+        if m["nvls"] is not None:
+            acc["nvls_channels"] = max(acc["nvls_channels"] or 0, to_int(m["nvls"], line_no))
     elif (m := _ENV.fullmatch(msg)) is not None:
         acc["env"].setdefault(m["name"], m["value"])
     elif (m := _BOOTSTRAP.match(msg)) is not None:
@@ -235,6 +307,8 @@ def parse(text: str) -> NcclDebug:
         collnet_connected=False,
         collnet_init_failed=False,
         env={},
+        tree_channels=0,
+        coll_channels=None,
     )
     nccl_lines = 0
     for line_no, line in enumerate(text.splitlines(), start=1):

@@ -37,6 +37,30 @@ def nodelist(nodes: tuple[str, ...]) -> str:
     return ",".join(nodes) if len(nodes) <= 2 else str(hostlist.collect_hostlist(list(nodes)))
 
 
+def launcher_of(site: Site) -> tuple[str, ...]:
+    """What every rank runs first: the launch record (probes/launch.py) binds the rank to its GPU's CPUs,
+    records what it got and execs the benchmark, under the nodes' python."""
+    python = site.slurm.python or sys.executable  # as counters_argv: the nodes' interpreter
+    return (python, "-m", "clusteraccept.probes.launch", "--")
+
+
+def step_shape(
+    site: Site, collective: str, n_env: int, n_nodes: int, tasks_per_node: int
+) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
+    """:func:`argv_shape` of one of ``site``'s steps."""
+    return argv_shape(
+        binary_of(site, collective),
+        n_env,
+        n_nodes,
+        tasks_per_node,
+        site.nccl,
+        max(1, -(-site.slurm.step_timeout_s // 60)),
+        site.slurm.mpi,
+        launcher_of(site),
+        site.slurm.srun_options,
+    )
+
+
 @lru_cache(maxsize=256)
 def argv_shape(
     binary: tuple[str, ...],
@@ -46,6 +70,8 @@ def argv_shape(
     nccl: Nccl,
     step_time_min: int,
     mpi: str | None = None,
+    launcher: tuple[str, ...] = (),
+    srun_options: tuple[str, ...] = (),
 ) -> tuple[tuple[str, ...], int, tuple[int, ...]]:
     """The step's argv rendered once per shape, with sentinels where per-step values go, and their positions.
 
@@ -62,6 +88,8 @@ def argv_shape(
         ntasks_per_node=tasks_per_node,
         step_time_min=step_time_min,
         mpi=mpi,
+        srun_options=srun_options,
+        launcher=launcher,
         binary=binary,
         min_bytes=nccl.min_bytes,
         max_bytes=nccl.max_bytes,

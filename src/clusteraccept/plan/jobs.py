@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from clusteraccept.families import NODE_FAMILIES
-from clusteraccept.plan.commands import argv_shape, binary_of, nodelist, tool_of
+from clusteraccept.plan.commands import nodelist, step_shape, tool_of
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.model import Site
 
@@ -135,15 +135,7 @@ def _step(
     family: str = "nccl",
     variant: str = "",
 ) -> Step:
-    shape, node_pos, env_pos = argv_shape(
-        binary_of(site, collective),
-        len(env),
-        len(nodes),
-        tasks_per_node,
-        site.nccl,
-        max(1, -(-site.slurm.step_timeout_s // 60)),
-        site.slurm.mpi,
-    )
+    shape, node_pos, env_pos = step_shape(site, collective, len(env), len(nodes), tasks_per_node)
     env_t = tuple(env.items())
     tool = tool_of(site)
     return Step(
@@ -158,8 +150,10 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
     if not site.sharp.enabled or len(nodes) < 2 or tool_of(site) != "nccl-tests":
         return []
     gpus = min(site.node_type(n).gpus for n in nodes)
-    on = {**site.sharp.env, "NCCL_COLLNET_ENABLE": "1", "NCCL_DEBUG": "INFO"}
-    off = {"NCCL_COLLNET_ENABLE": "0", "NCCL_DEBUG": "INFO"}
+    # the "off" run keeps the site's SHARP settings (plugin, transport): only CollNet differs
+    rails = rail_hcas(site, nodes)
+    on = {**rails, **site.sharp.env, "NCCL_COLLNET_ENABLE": "1"}
+    off = {**rails, **site.sharp.env, "NCCL_COLLNET_ENABLE": "0"}
     return [
         Round(
             first + i,
@@ -187,15 +181,7 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
 def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
-    shape, node_pos, env_pos = argv_shape(
-        binary_of(site, collective),
-        3,
-        2,
-        1,
-        site.nccl,
-        max(1, -(-site.slurm.step_timeout_s // 60)),
-        site.slurm.mpi,
-    )
+    shape, node_pos, env_pos = step_shape(site, collective, 2, 2, 1)
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
     return [
@@ -209,8 +195,6 @@ def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list
             (
                 ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
                 ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),
-                # the INFO log says which transport NCCL chose (NET/IB, /GDRDMA): read it before judging
-                ("NCCL_DEBUG", "INFO"),
             ),
             shape,
             node_pos,
@@ -233,7 +217,7 @@ def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> 
             rail=None,
             subject=label,
             tasks_per_node=gpus,
-            env={},
+            env=rail_hcas(site, nodes),
         )
         for c in site.nccl.block_collectives
     ]
@@ -275,9 +259,19 @@ def _step_list_intra(site: Site, node: str, collective: str) -> list[Step]:
             rail=None,
             subject=node,
             tasks_per_node=gpus,
-            env={},
+            env=rail_hcas(site, (node,)),
         )
     ]
+
+
+def rail_hcas(site: Site, nodes: tuple[str, ...]) -> dict[str, str]:
+    """NCCL_IB_HCA naming exactly the rail HCAs of the nodes (NCCL env docs, NCCL_IB_HCA: a leading '='
+    matches the names exactly, ':port' the port): a step over every GPU may use every rail, never a
+    storage or management port. None where the node type has no rails."""
+    rails = site.node_type(nodes[0]).rails
+    if not rails:
+        return {}
+    return {"NCCL_IB_HCA": "=" + ",".join(f"{r.hca}:{r.port}" for r in rails)}
 
 
 def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | None:

@@ -80,6 +80,10 @@ class Faults:
     wrong: tuple[str, ...] = ()  # nodes whose ranks corrupt data (#wrong > 0)
     no_gdr: tuple[str, ...] = ()  # nodes whose NET channels run without GPUDirect RDMA (no /GDRDMA)
     no_sharp: tuple[str, ...] = ()  # nodes the SHARP aggregation manager refuses ("No resource")
+    gpu_order: tuple[str, ...] = ()  # nodes whose CUDA devices enumerate in reverse bus-id order
+    stray_nic: tuple[tuple[str, int | None, str], ...] = ()  # (node, rail or None=all, HCA NCCL uses)
+    shm_fallback: tuple[str, ...] = ()  # nodes whose GPUs talk over SHM (no P2P) inside the node
+    nccl_version: tuple[tuple[str, str], ...] = ()  # (node, the NCCL version its ranks load instead)
 
 
 @dataclass(frozen=True)
@@ -329,6 +333,20 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
                 check(f["node"] if isinstance(f, Mapping) else f, "no_sharp", nodes)
                 for f in _list(fd.get("no_sharp"))
             ),
+            tuple(check(f["node"], "gpu_order", nodes) for f in _list(fd.get("gpu_order"))),
+            tuple(
+                (
+                    check(f["node"], "stray_nic", nodes),
+                    None if f.get("rail") is None else int(f["rail"]),
+                    str(f.get("hca") or "mlx5_8"),
+                )
+                for f in _list(fd.get("stray_nic"))
+            ),
+            tuple(check(f["node"], "shm_fallback", nodes) for f in _list(fd.get("shm_fallback"))),
+            tuple(
+                (check(f["node"], "nccl_version", nodes), str(f.get("setting") or "2.27.3+cuda12.4"))
+                for f in _list(fd.get("nccl_version"))
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
@@ -353,3 +371,13 @@ def load_fabric(path: str | Path) -> Fabric:
     except (OSError, json.JSONDecodeError) as exc:
         raise SiteConfigError(str(p), "", "a readable fabric JSON file", str(exc)) from None
     return fabric_from_dict(doc, str(p))
+
+
+def physical_gpu(fab: Fabric, host: str, env: dict[str, str], dev: int) -> int:
+    """The GPU (bus-id order) behind CUDA device ``dev`` of a rank: CUDA_VISIBLE_DEVICES picks among the
+    node's GPUs, in bus-id order (CUDA_DEVICE_ORDER=PCI_BUS_ID, or FASTEST_FIRST among identical GPUs);
+    on a ``gpu_order`` node CUDA enumerates them the other way round."""
+    gpus = fab.node(host).gpus
+    visible = [int(x) for x in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip().isdecimal()]
+    k = visible[dev] if dev < len(visible) else dev
+    return gpus - 1 - k if host in fab.faults.gpu_order and 0 <= k < gpus else k

@@ -24,7 +24,8 @@ from clusteraccept.families import NODE_FAMILIES
 if TYPE_CHECKING:  # only a type here: every simulated traffic step imports write_atomic (sim/traffic.py)
     from clusteraccept.site.model import Site
 
-PARTS = (*NODE_FAMILIES, "counters")  # a part per judged probe family, and the port counters
+# a part per judged probe family, the port counters, and what a step's ranks start with (probes/launch.py)
+PARTS = (*NODE_FAMILIES, "counters", "launch")
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Part:
     files: dict[str, str] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)  # path -> target path (both node paths)
     traffic: dict[str, Any] = field(default_factory=dict)  # HCA -> one step's increments (sim/traffic.py)
+    profile_files: dict[str, str] = field(default_factory=dict)  # files of the profile itself (not fs/)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -62,6 +64,8 @@ def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
             out = f"out/{i:02d}_{j:03d}_{slug(pattern)[:60]}.txt"
             (d / out).write_text(stdout)
             index.append({"match": pattern, "stdout": out, "returncode": rc})
+        for name, content in part.profile_files.items():
+            (d / name).write_text(content)
         for path, content in part.files.items():
             target = fs / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -9,34 +9,94 @@ tasks' stdout into the step's; the simulator prints them all from rank 0 (the ot
 
 from __future__ import annotations
 
-from clusteraccept.sim.fabric import Fabric
+from clusteraccept import hostio
+from clusteraccept.sim.fabric import Fabric, physical_gpu
 from clusteraccept.sim.nccl_tests_options import rails_from_hca
 
+VERSION = "2.28.9+cuda12.9"  # the NCCL the simulated ranks load (an nccl_version fault: another one)
 
-def info_lines(fab: Fabric, hosts: list[str], rails: tuple[int, ...], link_layer: str = "IB") -> str:
-    """The INFO lines of a multi-node run over ``hosts`` using ``rails`` (one rank per host)."""
-    if len(hosts) < 2:
+
+def _conf_settings() -> dict[str, str]:
+    """NCCL_X=value lines of this (simulated) node's /etc/nccl.conf, read through the host seam."""
+    ev = hostio.read("/etc/nccl.conf")
+    out: dict[str, str] = {}
+    for line in ev.stdout.splitlines() if ev.returncode == 0 else []:
+        name, sep, value = line.split("#", 1)[0].strip().partition("=")
+        if sep and name.startswith("NCCL_"):
+            out[name.strip()] = value.strip()
+    return out
+
+
+def _ranks(fab: Fabric, hosts: list[str], per_node: list[int], env: dict[str, str]) -> list[tuple[str, int]]:
+    """(host, GPU) of every rank, in rank order."""
+    return [
+        (h, physical_gpu(fab, h, env, local))
+        for h, n in zip(hosts, per_node, strict=True)
+        for local in range(n)
+    ]
+
+
+def info_lines(
+    fab: Fabric,
+    hosts: list[str],
+    rails: tuple[int, ...],
+    link_layer: str = "IB",
+    env: dict[str, str] | None = None,
+    per_node: list[int] | None = None,
+) -> str:
+    """The INFO lines of a run: per rank its version and environment lines, the NET devices and network
+    (multi-node), and its ring's connections: P2P (or SHM on a ``shm_fallback`` node) to the next rank
+    on its node, NET/IB to the next node (a ``stray_nic`` node lists and uses another HCA)."""
+    env = env or {}
+    per_node = per_node or [1] * len(hosts)
+    ranks = _ranks(fab, hosts, per_node, env)
+    if len(ranks) < 2:
         return ""
+    multi = len(hosts) > 1
+    quiet = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")  # read before logging starts: no "set by environment" line
+    settings = {k: v for k, v in env.items() if k.startswith("NCCL_") and k not in quiet}
+    settings.update({k: v for k, v in _conf_settings().items() if k not in settings})
     out: list[str] = []
-    n = len(hosts)
-    for rank, host in enumerate(hosts):
+    n = len(ranks)
+    for rank, (host, gpu) in enumerate(ranks):
         node = fab.node(host)
         pid = 4000 + rank
-        pre = f"{host}:{pid}:{pid} [0] NCCL INFO"
-        devs = " ".join(f"[{i}]{node.rails[r]}:1/{link_layer}" for i, r in enumerate(rails))
+        pre = f"{host}:{pid}:{pid} [{gpu}] NCCL INFO"
+        version = next((v for h, v in fab.faults.nccl_version if h == host), VERSION)
+        out.append(f"{pre} NCCL version {version}")
+        out += [f"{pre} {k} set by environment to {v}." for k, v in sorted(settings.items())]
+        hcas = [node.rails[r] for r in rails]
+        stray = next((hca for h, r, hca in fab.faults.stray_nic if h == host and r in (None, *rails)), None)
+        if stray and stray not in hcas:
+            hcas.append(stray)
+        if multi:
+            devs = " ".join(f"[{i}]{hca}:1/{link_layer}" for i, hca in enumerate(hcas))
+            out += [
+                f"{pre} NET/IB : Using {devs} [RO]; OOB ib0:10.0.0.{rank + 1}<0>",
+                # NCCL 2.21+ numbers the devices the channels name as virtual devices (NET subsystem)
+                *(
+                    f"{pre} NET/IB : Made virtual device [{i}] name={hca} speed=400000 ndevs=1"
+                    for i, hca in enumerate(hcas)
+                ),
+                f"{pre} Using network IB",
+            ]
+        nxt, (nhost, ngpu) = (rank + 1) % n, ranks[(rank + 1) % n]
+        prv, pgpu = (rank - 1) % n, ranks[(rank - 1) % n][1]
         gdr = host not in fab.faults.no_gdr
-        out += [
-            f"{pre} NCCL version 2.28.9+cuda12.9",
-            f"{pre} NET/IB : Using {devs} [RO]; OOB ib0:10.0.0.{rank + 1}<0>",
-            f"{pre} Using network IB",
-        ]
-        suffix = "/GDRDMA" if gdr else ""
-        send, recv = f"{rank}[0] -> {(rank + 1) % n}[0] [send]", f"{(rank - 1) % n}[0] -> {rank}[0] [receive]"
-        for ch in range(2):
-            for i, _ in enumerate(rails):
-                out.append(f"{pre} Channel {ch:02d}/0 : {send} via NET/IB/{i}{suffix}")
-                out.append(f"{pre} Channel {ch:02d}/0 : {recv} via NET/IB/{i}{suffix}")
-        out.append(f"{pre} Connected all rings, use ring PXN 0 GDR {int(gdr)}")
+        if nhost == host:
+            via = "SHM/direct/direct" if host in fab.faults.shm_fallback else "P2P/CUMEM"
+            lines = [f"{rank}[{gpu}] -> {nxt}[{ngpu}] via {via}"]
+        else:
+            rail_hca = node.rails[gpu] if gpu < len(node.rails) else hcas[0]
+            dev = hcas.index(stray) if stray else (hcas.index(rail_hca) if rail_hca in hcas else 0)
+            suffix = "/GDRDMA" if gdr else ""
+            lines = [
+                f"{rank}[{gpu}] -> {nxt}[{ngpu}] [send] via NET/IB/{dev}{suffix}",
+                f"{prv}[{pgpu}] -> {rank}[{gpu}] [receive] via NET/IB/{dev}{suffix}",
+            ]
+        out += [f"{pre} Channel {ch:02d}/0 : {line}" for ch in range(2) for line in lines]
+        if multi:
+            out.append(f"{pre} Connected all rings, use ring PXN 0 GDR {int(gdr)}")
     return "\n".join(out) + "\n"
 
 
@@ -78,9 +138,19 @@ def collnet_lines(fab: Fabric, collective: str, hosts: list[str], env: dict[str,
     return "\n".join(out) + "\n"
 
 
-def with_info(text: str, fab: Fabric, hosts: list[str], env: dict[str, str], collective: str = "") -> str:
+def with_info(
+    text: str,
+    fab: Fabric,
+    hosts: list[str],
+    env: dict[str, str],
+    collective: str = "",
+    per_node: list[int] | None = None,
+) -> str:
     """``text`` preceded by the INFO lines when the run's environment asks for them (NCCL_DEBUG=INFO)."""
     if env.get("NCCL_DEBUG", "").upper() != "INFO":
         return text
-    rails = rails_from_hca(env.get("NCCL_IB_HCA"), fab.node(hosts[0]).rails)
-    return info_lines(fab, hosts, rails) + collnet_lines(fab, collective, hosts, env) + text
+    all_rails = fab.node(hosts[0]).rails
+    rails = rails_from_hca(env.get("NCCL_IB_HCA"), all_rails) if env.get("NCCL_IB_HCA") else ()
+    rails = rails or tuple(range(len(all_rails)))
+    info = info_lines(fab, hosts, rails, env=env, per_node=per_node)
+    return info + collnet_lines(fab, collective, hosts, env) + text

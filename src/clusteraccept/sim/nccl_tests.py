@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(json_path).write_text(json.dumps(doc, separators=(",", ":")))
     from clusteraccept.sim.nccl_info import with_info
 
-    sys.stdout.write(with_info(text, fab, hosts, env, args[0].removesuffix("_perf")))
+    sys.stdout.write(with_info(text, fab, hosts, env, args[0].removesuffix("_perf"), per_node))
     sys.stdout.flush()
     if len(hosts) > 1 and env.get("CLUSTERACCEPT_HOST_PROFILE"):  # traffic crossed the NICs
         from clusteraccept.sim.traffic import bump

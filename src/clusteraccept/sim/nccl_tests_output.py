@@ -15,7 +15,7 @@ import time
 import zlib
 from typing import Any
 
-from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps
+from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, physical_gpu
 from clusteraccept.sim.nccl_info import collnet_uplift
 from clusteraccept.sim.nccl_tests_options import TYPES, Options, rails_from_hca
 
@@ -101,7 +101,8 @@ def render_run(
                     )
                     out.append(f" .. {short} pid {pid}: Test failure common.cu:1454\n")
                     return "".join(out), 5, None
-                bus_id = node.bus_ids[dev] if dev < len(node.bus_ids) else f"0000:{0x18 + 0x10 * dev:02x}:00"
+                gpu = physical_gpu(fab, host, env, dev)
+                bus_id = node.bus_ids[gpu] if gpu < len(node.bus_ids) else f"0000:{0x18 + 0x10 * gpu:02x}:00"
                 if i == 0:  # the JSON gets the first line of each process's report (parseRankInfo())
                     devices.append(
                         {

@@ -21,9 +21,21 @@ from clusteraccept.sim.nccl_info import with_info
 from clusteraccept.sim.nccl_tests import install_bin_dir
 from clusteraccept.sim.nccl_tests_options import parse_args
 from clusteraccept.sim.nccl_tests_output import render
+from clusteraccept.sim.profile_topology import layout, supported
 from clusteraccept.site.model import Site
 
-FABRIC_KINDS = {"slow_rail", "slow_node", "bad_cable", "slow_uplink", "non_mpi", "wrong"}
+FABRIC_KINDS = {
+    "slow_rail",
+    "slow_node",
+    "bad_cable",
+    "slow_uplink",
+    "non_mpi",
+    "wrong",
+    "gpu_order",
+    "stray_nic",
+    "shm_fallback",
+    "nccl_version",
+}
 
 
 def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
@@ -78,10 +90,21 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
             "rail_GBps": rail_GBps,
             "nvlink_GBps": 450.0,
             "gpu_name": nt.gpu_model or "NVIDIA H100 80GB HBM3",
+            # the host profiles' GPU bus ids, as nccl-tests prints them ("0000:19:00"): the rank lines
+            # and nvidia-smi on a simulated node agree, as on a real one
+            "bus_ids": _bus_ids(site),
         },
         "leaves": leaves,
         "faults": faults,
     }
+
+
+def _bus_ids(site: Site) -> list[str]:
+    node = site.node_types[0].nodes[0]
+    if not supported(site, node):
+        return []
+    slots = sorted(layout(node, site, []), key=lambda s: s.gpu)
+    return [s.gpu_bdf.rsplit(".", 1)[0] for s in slots]
 
 
 def prepare(site: Site, python: str | None = None) -> list[Path]:
@@ -113,12 +136,14 @@ def simulate_step(fabric: Fabric, step: Step, job_env: Mapping[str, str] | None 
         k, v = argv[i].split("=", 1)
         env[k] = v
         i += 1
+    if "--" in argv[i:]:  # past the launch record (probes/launch.py -- BINARY ...)
+        i = argv.index("--", i) + 1
     binary, flags = Path(argv[i]).name, argv[i + 1 :]
     per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
     text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
-    text = with_info(text, fabric, list(step.nodes), env, step.collective)
+    text = with_info(text, fabric, list(step.nodes), env, step.collective, [per_node] * len(step.nodes))
     meta = {**step.meta(), "simulated": "in-process"}
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 

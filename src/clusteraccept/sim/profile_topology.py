@@ -167,10 +167,16 @@ def ibstat_text(hcas: list[str], link_layer: str = "InfiniBand") -> str:
     return "".join(re.sub(r"^CA '[^']*'", f"CA '{name}'", b) for name, b in zip(names, ib, strict=False))
 
 
+# The CPUs of each socket: the fixture's "CPU Affinity" column (GPUs 0-3 / 4-7), as sysfs local_cpulist.
+SOCKET_CPUS = ("0-47,96-143", "48-95,144-191")
+ALL_CPUS = "0-191"
+
+
 def _device(part: Part, path: str, cls: str, numa: int, width: int) -> None:
     attrs = {
         "class": cls,
         "numa_node": str(numa),
+        "local_cpulist": SOCKET_CPUS[numa],
         "current_link_speed": GEN5,
         "max_link_speed": GEN5,
         "current_link_width": str(width),

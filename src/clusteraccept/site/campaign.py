@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
@@ -15,6 +16,15 @@ class Tools:
     nccl_tests_bin: str | None = None
     perftest_bin: str | None = None
     nccl_tests_build: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NcclExpect:
+    """What NCCL's own INFO lines must show a step used (judged as ``nccl.transport``)."""
+
+    intra_node: str = "p2p"  # "p2p": GPU to GPU in a node over P2P (NVLink/PCIe), never SHM; "any"
+    nvls: bool | None = None  # NVLS engaged (True) or not (False) on multi-GPU steps; None: either
+    collnet: bool | None = None  # CollNet (SHARP) engaged on the block steps; None: either
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,10 @@ class Nccl:
     node_ceiling_GBps: float | None = None
     intra_collectives: tuple[str, ...] = ("all_reduce",)
     fallback: str | None = None  # "torch": PyTorch NCCL collector where no nccl-tests binaries are set
+    expect: NcclExpect = NcclExpect()
+    # NCCL_ variables a site or node may set (environment, /etc/nccl.conf), each with its reason: a waiver
+    # (a tuple of pairs: a Nccl is hashed, plan/commands.argv_shape caches on it)
+    accept_env: tuple[tuple[str, str], ...] = ()
 
 
 def parse_tools(top: Section) -> Tools:
@@ -63,6 +77,8 @@ def parse_nccl(top: Section) -> Nccl:
             "node_ceiling_GBps",
             "intra_collectives",
             "fallback",
+            "expect",
+            "accept_env",
         ],
     )
     for key in ("pair_collectives", "block_collectives", "intra_collectives"):
@@ -86,9 +102,30 @@ def parse_nccl(top: Section) -> Nccl:
         node_ceiling_GBps=n.number("node_ceiling_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
         intra_collectives=n.str_list("intra_collectives", default=Nccl.intra_collectives),
         fallback=n.choice("fallback", ["torch"], default=None),
+        expect=_expect(n.section("expect", ["intra_node", "nvls", "collnet"])),
+        accept_env=_accept_env(n),
     )
     if nccl.min_bytes > nccl.max_bytes:
         raise SiteConfigError(
             file, "nccl.min_bytes", f"at most max_bytes ({nccl.max_bytes})", str(nccl.min_bytes)
         )
     return nccl
+
+
+def _expect(e: Section) -> NcclExpect:
+    tri = "true, false or null (either)"
+    return NcclExpect(
+        intra_node=e.choice("intra_node", ["p2p", "any"], default="p2p"),
+        nvls=e.flag("nvls", tri, default=None),
+        collnet=e.flag("collnet", tri, default=None),
+    )
+
+
+def _accept_env(n: Section) -> tuple[tuple[str, str], ...]:
+    accepted = n.str_map("accept_env", "a mapping of NCCL_ variable names to the reason they are set")
+    for name, reason in accepted.items():
+        if not re.fullmatch(r"NCCL_[A-Z0-9_]+", name):
+            raise SiteConfigError(n.file, n.key(f"accept_env.{name}"), "an NCCL_ variable name", repr(name))
+        if not reason.strip():
+            raise SiteConfigError(n.file, n.key(f"accept_env.{name}"), "the reason it is set", repr(reason))
+    return tuple(accepted.items())

@@ -80,6 +80,13 @@ FAULT_KINDS = (
     "sharp_no_resource",
     "link_errors",
     "iommu_translated",
+    # what actually ran (issue 18): launch record and NCCL's choices
+    "cpu_pinned",
+    "gpu_order",
+    "stray_nic",
+    "shm_fallback",
+    "nccl_conf",
+    "nccl_version",
 )
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -95,7 +102,7 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
             top.file,
             f"sim.faults[{i}]",
             f,
-            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port", "count"],
+            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port", "count", "hca", "setting"],
         )
         fs.choice("kind", FAULT_KINDS)
         if fs.has("node") and fs.data["node"] not in nodes:

@@ -41,6 +41,12 @@ class Slurm:
     max_concurrent_steps: int | None = None  # None: from the cluster's SrunPortRange, else 256
     step_rate_per_s: float | None = None  # None: the cluster's RPC rate limit where rl_enable, else unpaced
     queue_timeout_min: int = 720  # how long a job may wait to start before the run gives up on it
+    # srun options added to every nccl-tests step, after the suite's own (an escape hatch for what the
+    # suite cannot foresee: --gres-flags=..., --network=..., a site's SPANK plugin option)
+    srun_options: tuple[str, ...] = ()
+    # sbatch --wckey: None sends none (submitit's default "submitit" is refused where
+    # AccountingStorageEnforce includes wckeys and no such key exists)
+    wckey: str | None = None
 
 
 def parse_slurm(top: Section) -> Slurm:
@@ -66,6 +72,8 @@ def parse_slurm(top: Section) -> Slurm:
             "max_concurrent_steps",
             "step_rate_per_s",
             "queue_timeout_min",
+            "srun_options",
+            "wckey",
         ],
     )
     options = s.str_map("sbatch_options")
@@ -99,7 +107,34 @@ def parse_slurm(top: Section) -> Slurm:
         max_concurrent_steps=s.integer("max_concurrent_steps", "an integer >= 1", default=None, minimum=1),
         step_rate_per_s=_positive(s, "step_rate_per_s"),
         queue_timeout_min=s.integer("queue_timeout_min", "minutes >= 1", default=720, minimum=1),
+        srun_options=_srun_options(s),
+        wckey=s.string("wckey", "a Slurm workload characterization key", None, r"[A-Za-z0-9_.:-]+"),
     )
+
+
+# srun options the step template sets itself: a site value would contradict what the verdicts assume
+STEP_MANAGED = ("-N", "--nodes", "-n", "--ntasks", "-w", "--nodelist", "--cpu-bind", "--mpi", "-t", "--time")
+
+
+def _srun_options(s: Section) -> tuple[str, ...]:
+    options = s.str_list("srun_options", "a list of srun options like '--gres-flags=disable-binding'", ())
+    for i, opt in enumerate(options):
+        name = opt.split("=", 1)[0]
+        if not opt.startswith("-") or any(c.isspace() for c in opt):
+            raise SiteConfigError(
+                s.file,
+                s.key(f"srun_options[{i}]"),
+                "one srun option per item, like '--network=...'",
+                repr(opt),
+            )
+        if name in STEP_MANAGED:
+            raise SiteConfigError(
+                s.file,
+                s.key(f"srun_options[{i}]"),
+                f"an option the suite does not set itself ({', '.join(STEP_MANAGED)} are its own)",
+                repr(opt),
+            )
+    return options
 
 
 def _positive(s: Section, name: str) -> float | None:

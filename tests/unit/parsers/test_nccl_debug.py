@@ -229,3 +229,51 @@ def test_fuzz_near_miss(text: str) -> None:
 @given(truncations([H200, ROCE, SYNTHETIC]), mutations([H200, ROCE, SYNTHETIC], insert=st.text(max_size=20)))
 def test_fuzz_truncations_and_mutations(truncated: str, mutated: str) -> None:
     parses_or_parse_error(nccl_debug.parse, truncated, mutated)
+
+
+def test_real_graph_lines_of_a_one_gpu_vm_nccl_2_28_9() -> None:
+    """INIT,GRAPH,NET,ENV,TUNING on one H200 (tests/data/nccl-debug/SOURCES.md): the graphs the topology
+    search found, 64 one-rank ring orders, a Trees line NCCL cut at its buffer's end, the socket network."""
+    r = _read("h200-1gpu-vm-1rank-nccl2.28.9-topo-graph-env-socket.txt")
+    assert [(g.kind, g.nchannels, g.type_intra, g.type_inter) for g in r.graphs] == [
+        ("ring", 32, "LOC", "PIX"),
+        ("tree", 32, "LOC", "PIX"),
+    ]
+    assert r.graphs[0].bw_intra_GBps == 60.0 and r.graphs[0].cross_nic == 0
+    assert len(r.rings) == 64 and r.rings[0] == nccl_debug.NcclRing("vm", 0, 64, (0,))
+    assert r.tree_channels == 47  # the line stops at "[47] -1/-1/-1->": the cut entry is not counted
+    assert r.coll_channels == 64 and r.nvls_channels == 0 and not r.nvls_used()
+    assert r.ib_no_device and r.networks == ("Socket",) and ("NCCL_NVLS_ENABLE", "0") in r.env
+
+
+def test_real_intra_node_p2p_ipc_and_socket_across_nodes_nccl952() -> None:
+    r = _read("2node-16rank-p2p-ipc-read-plus-net-socket-no-ib-nvidia-nccl952.txt")
+    assert r.transports() == {"P2P/IPC", "NET/Socket"}
+    socket = [c for c in r.connections if c.transport == "NET/Socket"]
+    assert [(c.src_rank, c.dst_rank, c.direction, c.net_dev, c.channel) for c in socket] == [
+        (15, 6, "send", 3, 3),
+        (15, 6, "send", 3, 7),
+    ]
+    assert r.hosts == ()  # the poster redacted the host names to "<cluster_name>"
+
+
+def test_real_shm_fallback_h800_nccl1609() -> None:
+    r = _read("h800-4rank-shm-direct-direct-connected-all-rings-nvidia-nccl1609.txt")
+    assert r.families() == {"SHM"} and r.hosts == ("tj5-sc-ai-h800r-dev01",)
+    assert {(c.src_rank, c.dst_rank) for c in r.connections} == {(2, 3), (3, 2)}
+    assert r.uses_gdrdma() is None  # nothing went over a network
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("Channel 00/24 : 0 x 1", "ring order"),
+        ("Trees [0] 1/-1/-1->0->-1 [1] garbage", "tree entries"),
+        ("Pattern 4, crossNic 0, nChannels twelve, bw 1/1, type NVL/PIX, sameChannels 1", "Pattern P"),
+        ("Ring 00 : 0 -> x -> 1", "prev -> me -> next"),
+    ],
+)
+def test_garbage_graph_lines_are_refused_at_their_line(line: str, expected: str) -> None:
+    with pytest.raises(nccl_debug.ParseError) as exc:
+        nccl_debug.parse(f"h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda12.9\nh:1:1 [0] NCCL INFO {line}\n")
+    assert exc.value.line_no == 2 and expected in exc.value.expected

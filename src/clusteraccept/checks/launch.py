@@ -1,0 +1,350 @@
+"""What actually ran: each step's launch records (probes/launch.py) and NCCL's own INFO lines, judged
+before its numbers (judged as part of the ``nccl`` family, :mod:`clusteraccept.checks.nccl`).
+
+Per step, :func:`step_findings` gives one finding per check and node of the step (pure):
+
+- ``launch.binding``: each rank's CPUs lie on its GPU's NUMA node (``bound`` within the GPU's sysfs
+  ``local_cpulist``); the GPU nccl-tests reports for the rank (its rank line's bus id) is the GPU the rail
+  map means (nvidia-smi's bus id of GPU k, k = the rail's GPU or the rank's local id); the ranks of one
+  step on a node do not share fewer CPUs than they are;
+- ``launch.nic``: every NET channel of a rank goes through its rail's HCA (a rail step) or one of the
+  site's rail HCAs (a step over every GPU), never a storage or management port;
+- ``nccl.transport``: no NET/Socket; within a node P2P, not SHM (``nccl.expect.intra_node: p2p``);
+  NVLS and CollNet engaged or not as ``nccl.expect`` says (GPUDirect RDMA is gpudirect.nccl_gdrdma's);
+- ``nccl.config``: no tuning knob (:data:`TUNING`) set by the site or the node (environment, NCCL config
+  files) unless ``nccl.accept_env`` names it with a reason; the variables the suite sets are told apart;
+  the node's NCCL (its ranks' "NCCL version" lines) is the one most nodes of the run logged.
+
+:func:`node_verdicts` folds the findings of every step into one verdict per check and node: items grow
+with nodes, not steps (DESIGN.md §9); a failure quotes the steps that show it. A step whose binding, NIC
+or transport is wrong has its busbw "not judged" (checks/nccl.py): a launch fault cannot hide as, or
+hide, a slow rail.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.parsers.launch_record import LaunchRecord
+from clusteraccept.parsers.nccl_debug import NcclDebug
+from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
+from clusteraccept.site.model import Site
+
+FAMILY = "nccl"
+CHECKS = ("launch.binding", "launch.nic", "nccl.transport", "nccl.config")
+GATING = ("launch.binding", "launch.nic", "nccl.transport")  # a step failing these has no busbw verdicts
+# NCCL environment variables that override NCCL's own tuning (NCCL docs, "Environment Variables":
+# NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS); a cluster handed to users must not set
+# them, or every job runs with what one benchmark once preferred.
+TUNING = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+# set by the step template itself (templates/srun_step.j2), beside each step's own env
+TEMPLATE_ENV = {
+    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET,GRAPH",
+}
+MAX_QUOTED = 4
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    node: str
+    ok: bool | None  # None: cannot be judged from this step (the reason is the message)
+    message: str
+    step: str  # the step's subject, quoted by a failing node verdict
+    cpus: frozenset[int] = frozenset()  # launch.binding: the CPUs this node's ranks of the step ran on
+    versions: tuple[str, ...] = ()  # nccl.config: the NCCL version(s) this node's ranks logged
+
+
+def step_id(meta: dict[str, str]) -> str:
+    """What a finding quotes for its step: the subject of its nccl.launch verdict."""
+    return f"{meta['subject']}:{meta['collective']}"
+
+
+def bus_number(bus_id: str | None) -> int | None:
+    """The PCI bus of a GPU as nvidia-smi (``00000000:19:00.0``) or nccl-tests (``0000:19:00``, old
+    ``0x19``) print it: GPUs are told apart by their bus."""
+    if not bus_id:
+        return None
+    text = bus_id.strip().lower()
+    try:
+        if text.startswith("0x"):
+            return int(text, 16)
+        parts = text.split(".", 1)[0].split(":")
+        return int(parts[-2], 16) if len(parts) >= 2 else None
+    except ValueError:
+        return None
+
+
+def _cpus(ids: Iterable[int]) -> str:
+    ids = sorted(ids)
+    return ",".join(map(str, ids[:8])) + (f",... ({len(ids)} CPUs)" if len(ids) > 8 else "")
+
+
+def _binding(
+    meta: dict[str, str], recs: Sequence[LaunchRecord], result: NcclTestsResult | None
+) -> list[Finding]:
+    step, out = step_id(meta), []
+    rank_bus = {r.rank: r.bus_id for r in result.ranks} if result is not None else {}
+    rail = meta.get("rail") or ""
+    for node in dict.fromkeys(r.host for r in recs):
+        mine = [r for r in recs if r.host == node]
+        bad: list[str] = []
+        unknown: list[str] = []
+        for r in mine:
+            who = f"rank {r.procid}" + (f" (rail {rail})" if rail else "")
+            if r.error:
+                unknown.append(f"{who}: the launch record failed: {r.error}")
+                continue
+            if r.cuda_index is not None and r.gpu_bus_id is None and r.gpu_count is not None:
+                bad.append(f"{who}: no GPU {r.cuda_index} on this node (nvidia-smi lists {r.gpu_count})")
+                continue
+            if r.local_cpus is None:
+                unknown.append(f"{who}: its GPU's CPUs are unknown ({r.bind_error or 'no local_cpulist'})")
+            elif not set(r.bound_cpus) <= set(r.local_cpus):
+                off = sorted(set(r.bound_cpus) - set(r.local_cpus))
+                bad.append(
+                    f"{who} ran on CPUs {_cpus(r.bound_cpus)}, {len(off)} of them off GPU {r.cuda_index}'s "
+                    f"NUMA node {r.numa_node} (its CPUs: {_cpus(r.local_cpus)})"
+                )
+            want, got = bus_number(r.gpu_bus_id), bus_number(rank_bus.get(r.procid or 0))
+            if want is not None and got is not None and want != got:
+                bad.append(
+                    f"{who} drove the GPU on bus {got:02x}, not GPU {r.cuda_index} (bus {want:02x}, "
+                    f"CUDA_DEVICE_ORDER={r.cuda_device_order or 'unset'})"
+                )
+        bound = [frozenset(r.bound_cpus) for r in mine if not r.error]
+        union = frozenset().union(*bound) if bound else frozenset()
+        if len(bound) > 1 and len(union) < len(bound):
+            bad.append(f"{len(bound)} ranks share {len(union)} CPU(s) {_cpus(union)}")
+        if bad:
+            out.append(Finding("launch.binding", node, False, "; ".join(bad), step, union))
+        elif unknown:
+            out.append(Finding("launch.binding", node, None, "; ".join(unknown), step, union))
+        else:
+            n = len(mine)
+            out.append(Finding("launch.binding", node, True, f"{n} rank(s) on their GPU's CPUs", step, union))
+    return out
+
+
+def _nics(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
+    step, out = step_id(meta), []
+    nodes = meta["nodes"].split(",")
+    if len(nodes) < 2:
+        return []  # a step inside one node uses no NIC
+    for node in nodes:
+        rails = site.node_type(node).rails
+        if meta.get("rail"):
+            allowed = {r.hca for r in rails if r.index == int(meta["rail"])}
+            what = f"rail {meta['rail']}'s HCA {', '.join(sorted(allowed))}"
+        else:
+            allowed, what = {r.hca for r in rails}, "a rail HCA of the site"
+        used = {c.net_dev for c in debug.net_channels() if c.host == node and c.net_dev is not None}
+        if not used:
+            out.append(Finding("launch.nic", node, None, "no NET channel of this node in the NCCL log", step))
+            continue
+        behind = {i: debug.net_device_names(node, i) for i in sorted(used)}
+        if unknown := [i for i, names in behind.items() if names is None]:
+            why = f"the log does not say which HCA NET device(s) {unknown} are (no NET subsystem lines)"
+            out.append(Finding("launch.nic", node, None, why, step))
+            continue
+        names = {n for found in behind.values() for n in found or ()}
+        stray = sorted(names - allowed)
+        ok = not stray
+        msg = f"used {', '.join(sorted(names))}" + ("" if ok else f", not {what}: {', '.join(stray)}")
+        out.append(Finding("launch.nic", node, ok, msg, step))
+    return out
+
+
+def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
+    expect, step, out = site.nccl.expect, step_id(meta), []
+    for node in meta["nodes"].split(","):
+        mine = [c for c in debug.connections if c.host == node]
+        if not mine:
+            out.append(Finding("nccl.transport", node, None, "no connection lines of this node", step))
+            continue
+        bad = []
+        if any(c.transport == "NET/Socket" for c in mine):
+            bad.append("NET/Socket: NCCL fell back to TCP sockets")
+        if expect.intra_node == "p2p" and any(c.family == "SHM" for c in mine):
+            bad.append("GPU to GPU over SHM (host memory) inside the node, not P2P (NVLink/PCIe)")
+        # NVLS reduces over the NVLink switch: only a step with several GPUs per node can engage it;
+        # CollNet (SHARP) only a block step across nodes, and the SHARP runs are the sharp family's
+        many_gpus = meta.get("kind") in ("node", "block")
+        across = meta.get("kind") == "block" and meta.get("check") != "sharp"
+        for name, want, used in (
+            ("NVLS", expect.nvls if many_gpus else None, debug.nvls_used()),
+            ("CollNet", expect.collnet if across else None, debug.collnet_used()),
+        ):
+            if want is not None and used != want:
+                bad.append(
+                    f"{name} {'' if want else 'not '}expected but {'engaged' if used else 'not engaged'}"
+                )
+        kinds = ", ".join(sorted({c.transport for c in mine}))
+        out.append(Finding("nccl.transport", node, not bad, "; ".join(bad) or f"over {kinds}", step))
+    return out
+
+
+def suite_env(argv: Sequence[str]) -> dict[str, str]:
+    """The ``K=V`` words after ``env`` of a step's command line: what the suite itself set."""
+    out = dict(TEMPLATE_ENV)
+    if "env" not in argv:
+        return out
+    for word in argv[list(argv).index("env") + 1 :]:
+        if "=" not in word or word.startswith(("/", "-")):
+            break
+        k, _, v = word.partition("=")
+        out[k] = v
+    return out
+
+
+def _config(
+    site: Site, meta: dict[str, str], recs: Sequence[LaunchRecord], ours: dict[str, str]
+) -> list[Finding]:
+    accepted = dict(site.nccl.accept_env)
+    step, out = step_id(meta), []
+    for node in dict.fromkeys(r.host for r in recs if not r.error):
+        settings: dict[str, str] = {}  # NAME -> "value (where)"
+        for r in (r for r in recs if r.host == node and not r.error):
+            for k, v in r.nccl_env:
+                if ours.get(k) != v:
+                    settings.setdefault(k, f"{v} (environment)")
+            for k, (v, path) in r.conf_settings().items():
+                settings.setdefault(k, f"{v} ({path})")
+        knobs = [f"{k}={settings[k]}" for k in TUNING if k in settings and k not in accepted]
+        waived = [f"{k} ({accepted[k]})" for k in TUNING if k in settings and k in accepted]
+        others = sorted(k for k in settings if k not in TUNING)
+        msg = (
+            f"tuning set outside the suite, hiding what NCCL would choose: {', '.join(knobs)}"
+            if knobs
+            else "no tuning knob set outside the suite"
+        )
+        if waived:
+            msg += f"; accepted: {', '.join(waived)}"
+        if others:
+            msg += f"; also set by the site or node: {', '.join(others)}"
+        out.append(Finding("nccl.config", node, not knobs, msg, step))
+    return out
+
+
+def step_findings(
+    site: Site,
+    meta: dict[str, str],
+    argv: Sequence[str],
+    recs: Sequence[LaunchRecord],
+    debug: NcclDebug | None,
+    result: NcclTestsResult | None,
+) -> list[Finding]:
+    """Every finding of one step (none for a check its evidence cannot speak to)."""
+    out = _binding(meta, recs, result) + _config(site, meta, recs, suite_env(argv))
+    if debug is not None and debug.host_versions:
+        out = [
+            replace(f, versions=tuple(sorted({v for h, v in debug.host_versions if h == f.node})))
+            if f.check == "nccl.config"
+            else f
+            for f in out
+        ]
+    if debug is not None:
+        out += _nics(site, meta, debug) + _transport(site, meta, debug)
+    return out
+
+
+def gating(findings: Sequence[Finding]) -> str | None:
+    """Why a step's numbers are not judged as hardware (its first gating failure), or None."""
+    bad = next((f for f in findings if f.ok is False and f.check in GATING), None)
+    return None if bad is None else f"{bad.check} on {bad.node}: {bad.message}"
+
+
+def crowded_steps(findings: Sequence[Finding], evidence: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Rail steps whose ranks on a node shared fewer CPUs than there were concurrent rail steps on it:
+    step -> (node, why). The rails of a pair run at once (one rank per node each), so their bound CPU
+    sets are compared across the steps of one round (the steps' evidence bundle)."""
+    rounds: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        if f.check == "launch.binding" and ":rail" in f.step and f.cpus:
+            rounds.setdefault((evidence.get(f.step, "").split("#", 1)[0], f.node), []).append(f)
+    out: dict[str, tuple[str, str]] = {}
+    for (_, node), fs in rounds.items():
+        union = frozenset().union(*(f.cpus for f in fs))
+        if len(fs) > 1 and len(union) < len(fs):
+            why = f"{len(fs)} concurrent rail steps share {len(union)} CPU(s) {_cpus(union)}"
+            out.update({f.step: (node, why) for f in fs})
+    return out
+
+
+def _odd_versions(findings: Sequence[Finding]) -> dict[str, str]:
+    """Nodes whose NCCL differs from the one most nodes of the run logged: node -> why. One job's ranks
+    must run one NCCL; a node with another (a stale image, a module loaded by a prolog) changes what every
+    collective it is part of does."""
+    by_node: dict[str, set[str]] = {}
+    for f in findings:
+        if f.check == "nccl.config" and f.versions:
+            by_node.setdefault(f.node, set()).update(f.versions)
+    if len(by_node) < 2:
+        return {}
+    ranked = Counter(v for vs in by_node.values() for v in vs).most_common()
+    if len(ranked) == 1:
+        return {}
+    (common, count), (_, second) = ranked[0], ranked[1]
+    if count == second:  # no majority: every node says what it runs and what the others do
+        split = "; ".join(f"{v} on {n}" for v, n in ranked)
+        return {node: f"NCCL differs between the nodes ({split} nodes)" for node in by_node}
+    return {
+        node: f"NCCL {', '.join(sorted(vs - {common}))} here, {common} on {count} of {len(by_node)} nodes"
+        for node, vs in by_node.items()
+        if vs != {common}
+    }
+
+
+def node_verdicts(
+    findings: Sequence[Finding], nodes: Sequence[str], evidence: dict[str, str]
+) -> list[Verdict]:
+    """One verdict per check and node of ``nodes`` from every step's findings (``evidence``: step -> path).
+
+    A node's concurrent rail steps (one rank each) must not share fewer CPUs than they are: the rails of a
+    pair run at once, so their bound CPU sets are compared across the steps of one round (the step's
+    evidence bundle)."""
+    by: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        by.setdefault((f.check, f.node), []).append(f)
+    shared: dict[str, list[str]] = {}
+    for node, why in crowded_steps(findings, evidence).values():
+        if why not in shared.setdefault(node, []):
+            shared[node].append(why)
+    odd = _odd_versions(findings)
+    out = []
+    for check in CHECKS:
+        for node in nodes:
+            fs = by.get((check, node), [])
+            bad = [f for f in fs if f.ok is False]
+            extra = shared.get(node, [])[:1] if check == "launch.binding" else []
+            if check == "nccl.config" and node in odd:
+                extra = [odd[node]]
+            quote = bad or (fs if extra else [])  # a run-wide finding quotes the node's own steps
+            paths = tuple(dict.fromkeys(evidence[f.step] for f in quote if f.step in evidence))[:MAX_QUOTED]
+            if bad or extra:
+                quoted = [f"{f.message} [{f.step}]" for f in bad[:MAX_QUOTED]]
+                more = f" (+{len(bad) - MAX_QUOTED} more steps)" if len(bad) > MAX_QUOTED else ""
+                out.append(
+                    Verdict(
+                        check, FAMILY, node, Outcome.FAIL, "; ".join(extra + quoted) + more, evidence=paths
+                    )
+                )
+            elif any(f.ok for f in fs):
+                n = sum(1 for f in fs if f.ok)
+                out.append(
+                    Verdict(
+                        check,
+                        FAMILY,
+                        node,
+                        Outcome.PASS,
+                        f"{n} step(s) judged, e.g. {next(f.message for f in fs if f.ok)}",
+                    )
+                )
+            elif fs:
+                out.append(Verdict(check, FAMILY, node, Outcome.SKIP, f"cannot be judged: {fs[0].message}"))
+    return out
