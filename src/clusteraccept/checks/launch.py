@@ -31,6 +31,7 @@ from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.launch_record import LaunchRecord
 from clusteraccept.parsers.nccl_debug import NcclDebug
 from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
+from clusteraccept.plan.commands import env_words
 from clusteraccept.site.model import Site
 
 FAMILY = "nccl"
@@ -40,12 +41,6 @@ GATING = ("launch.binding", "launch.nic", "nccl.transport")  # a step failing th
 # NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS); a cluster handed to users must not set
 # them, or every job runs with what one benchmark once preferred.
 TUNING = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
-# set by the step template itself (templates/srun_step.j2), beside each step's own env
-TEMPLATE_ENV = {
-    "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-    "NCCL_DEBUG": "INFO",
-    "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,NET,GRAPH",
-}
 MAX_QUOTED = 4
 
 
@@ -189,19 +184,6 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
     return out
 
 
-def suite_env(argv: Sequence[str]) -> dict[str, str]:
-    """The ``K=V`` words after ``env`` of a step's command line: what the suite itself set."""
-    out = dict(TEMPLATE_ENV)
-    if "env" not in argv:
-        return out
-    for word in argv[list(argv).index("env") + 1 :]:
-        if "=" not in word or word.startswith(("/", "-")):
-            break
-        k, _, v = word.partition("=")
-        out[k] = v
-    return out
-
-
 def _config(
     site: Site, meta: dict[str, str], recs: Sequence[LaunchRecord], ours: dict[str, str]
 ) -> list[Finding]:
@@ -240,7 +222,8 @@ def step_findings(
     result: NcclTestsResult | None,
 ) -> list[Finding]:
     """Every finding of one step (none for a check its evidence cannot speak to)."""
-    out = _binding(meta, recs, result) + _config(site, meta, recs, suite_env(argv))
+    # what the suite set: the env words of the step's command line (the template's and the step's own)
+    out = _binding(meta, recs, result) + _config(site, meta, recs, env_words(argv)[0])
     if debug is not None and debug.host_versions:
         out = [
             replace(f, versions=tuple(sorted({v for h, v in debug.host_versions if h == f.node})))
@@ -301,18 +284,20 @@ def _odd_versions(findings: Sequence[Finding]) -> dict[str, str]:
 
 
 def node_verdicts(
-    findings: Sequence[Finding], nodes: Sequence[str], evidence: dict[str, str]
+    findings: Sequence[Finding],
+    nodes: Sequence[str],
+    evidence: dict[str, str],
+    crowded: dict[str, tuple[str, str]],
 ) -> list[Verdict]:
     """One verdict per check and node of ``nodes`` from every step's findings (``evidence``: step -> path).
 
-    A node's concurrent rail steps (one rank each) must not share fewer CPUs than they are: the rails of a
-    pair run at once, so their bound CPU sets are compared across the steps of one round (the step's
-    evidence bundle)."""
+    ``crowded``: :func:`crowded_steps` of the same findings, the rail steps whose node shared fewer CPUs
+    than there were concurrent rail steps on it (computed once: the caller also un-judges their numbers)."""
     by: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
         by.setdefault((f.check, f.node), []).append(f)
     shared: dict[str, list[str]] = {}
-    for node, why in crowded_steps(findings, evidence).values():
+    for node, why in crowded.values():
         if why not in shared.setdefault(node, []):
             shared[node].append(why)
     odd = _odd_versions(findings)

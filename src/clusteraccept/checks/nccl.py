@@ -470,8 +470,9 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
     verdicts, rows, findings = judge_steps(site, steps)
     paths = {step_id(ev.meta): p for ev, p in steps}
-    verdicts, rows = _without_crowded(verdicts, rows, crowded_steps(findings, paths))
-    verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths))
+    crowded = crowded_steps(findings, paths)
+    verdicts, rows = _without_crowded(verdicts, rows, crowded)
+    verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     frame = pair_frame(site, rows)
     culprits = localize(frame)
     verdicts = _untested_unless_explained(verdicts, culprits)

@@ -7,6 +7,7 @@ values go (plan/jobs.py fills them in per step); the port counter snapshot step 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from functools import lru_cache
 
 import hostlist
@@ -99,6 +100,19 @@ def argv_shape(
     )
     env_pos = tuple(argv.index(f"@@K{i}@@=@@V{i}@@") for i in range(n_env))
     return argv, argv.index("@@NODELIST@@"), env_pos
+
+
+def env_words(argv: Sequence[str]) -> tuple[dict[str, str], int]:
+    """The ``K=V`` words after ``env`` of a rendered step (srun_step.j2: the template's own, then the
+    step's) and the index of the first word after them; ``({}, -1)`` for a command without ``env``."""
+    if "env" not in argv:
+        return {}, -1
+    i, env = list(argv).index("env") + 1, {}
+    while i < len(argv) and "=" in argv[i] and not argv[i].startswith(("/", "-")):
+        k, _, v = argv[i].partition("=")
+        env[k] = v
+        i += 1
+    return env, i
 
 
 def counters_argv(site: Site, nodes: tuple[str, ...]) -> tuple[str, ...]:

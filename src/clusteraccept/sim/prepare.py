@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from clusteraccept.evidence import Evidence
+from clusteraccept.plan.commands import env_words
 from clusteraccept.plan.jobs import Step
 from clusteraccept.sim.fabric import Fabric, fabric_from_dict
 from clusteraccept.sim.hosts import build_profiles
@@ -130,12 +131,8 @@ def simulate_step(fabric: Fabric, step: Step, job_env: Mapping[str, str] | None 
     ``job_env``: the batch job's exports under the step's own (an srun step inherits them: the site's
     ``env``, whose NCCL_DEBUG=INFO makes every multi-node step log)."""
     argv = list(step.argv)
-    env: dict[str, str] = dict(job_env or {})
-    i = argv.index("env") + 1
-    while "=" in argv[i] and not argv[i].startswith("/"):
-        k, v = argv[i].split("=", 1)
-        env[k] = v
-        i += 1
+    words, i = env_words(argv)
+    env: dict[str, str] = {**(job_env or {}), **words}
     if "--" in argv[i:]:  # past the launch record (probes/launch.py -- BINARY ...)
         i = argv.index("--", i) + 1
     binary, flags = Path(argv[i]).name, argv[i + 1 :]
