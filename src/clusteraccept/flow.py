@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clusteraccept import checks
+from clusteraccept.checks.confirm import suspects_of
 from clusteraccept.checks.fingerprint import differences, fingerprints
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import JUDGED
@@ -24,6 +25,7 @@ from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.plan import limits
+from clusteraccept.plan.confirm import confirmation_job
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan
 from clusteraccept.plan.subjects import not_applicable
 from clusteraccept.redact import redact_text
@@ -229,10 +231,68 @@ def execute(req: Request) -> dict[str, Any]:
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
+    if req.nccl and not req.dry_run:
+        verdicts = _confirmed(req, site, job_limits, archived, verdicts, nodes, results)
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
     results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
     return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
+
+
+def _confirmed(
+    req: Request,
+    site: Site,
+    job_limits: limits.Limits,
+    archived: dict[str, list[tuple[Evidence, str]]],
+    verdicts: list[Verdict],
+    nodes: Sequence[str],
+    results: dict[str, Any],
+) -> list[Verdict]:
+    """The confirmation round: the first pass judged, one job re-tests its suspects with healthy partners
+    and bisects its slow block collectives (plan/confirm.py), and the campaign families are judged again
+    with that evidence beside the first (checks/confirm.py)."""
+    if site.nccl.confirm.partners == 0:
+        return verdicts
+    suspects = suspects_of(req.site, verdicts)
+    job = confirmation_job(req.site, suspects)
+    if job is not None and req.subjects is not None:
+        job = replace(job, rounds=kept_rounds(job.rounds, _selected(req.subjects)))
+    if job is None or not job.rounds:
+        return verdicts
+    job = replace(job, nodes=tuple(n for n in job.nodes if n in site.nodes))
+    plan = limits.fit(Plan((), (job,)), site, job_limits)
+    layer = JobLayer(req.site, req.run_dir, executor=req.executor, block_units=job_limits.block_units)
+    for cj in plan.campaign_jobs:
+        layer.submit_campaign(cj)
+    outcomes = list(layer.wait())
+    del layer
+    results["jobs"].extend(_outcome_dict(o) for o in outcomes)
+    results["confirmation"] = {
+        "suspects": list(suspects.nodes),
+        "paths": ["-".join(p) for p in suspects.paths],
+        "stragglers": [f"{g.subject}:{g.collective}" for g in suspects.stragglers],
+        "rounds": sum(len(cj.rounds) for cj in plan.campaign_jobs),
+        "steps": sum(len(r.steps) for cj in plan.campaign_jobs for r in cj.rounds),
+        "plan": describe(plan)["campaign_jobs"],
+    }
+    for o in outcomes:
+        for ev, ref in archive_job(req.run_dir, o.name, o.evidence):
+            archived[ev.meta.get("check", "misc")].append((ev, ref))
+    # only the families that read campaign evidence change: nccl, and gpudirect (the pairs' NCCL logs)
+    again = tuple(f for f in req.families if f == "gpudirect")
+    kept = [v for v in verdicts if v.family not in ("nccl", *again)]
+    return kept + judge_all(req.site, archived, again, True, nodes)
+
+
+def _selected(subjects: frozenset[str]) -> Any:
+    """Which confirmation steps a ``-k`` selection keeps: retests on the rails it selected, bisections of
+    the block collectives it selected."""
+    rails = {s.rpartition(":rail")[2] for s in subjects if ":rail" in s}
+
+    def wanted(step: Step) -> bool:
+        return str(step.rail) in rails if step.kind == "pair" else step.subject in subjects
+
+    return wanted
 
 
 def load_archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:

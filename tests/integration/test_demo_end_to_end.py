@@ -33,10 +33,14 @@ EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
 
 
 def run_demo(
-    vcluster: Any, tmp_path: Path, *args: str, slurm: str = "", name: str = "demo"
+    vcluster: Any, tmp_path: Path, *args: str, slurm: str = "", name: str = "demo", baselines: bool = True
 ) -> tuple[set[str], Path]:
-    """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory."""
-    site = demo_site_text(vcluster, name)
+    """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory
+    (``baselines=False``: the demo's site file without its baselines section)."""
+    site = demo_site_text(vcluster, name.removesuffix("-nobase"))
+    if not baselines:
+        site = site.split("\nbaselines:\n", 1)[0] + "\n"
+        site = site.replace("name: demo\n", f"name: {name}\n", 1)
     site = site.replace("  step_timeout_s: 120\n", "  step_timeout_s: 120\n" + slurm)
     site_file = tmp_path / f"{name}.yaml"
     site_file.write_text(site)
@@ -88,14 +92,39 @@ def test_demo_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
         v for v in results["verdicts"] if v["check"] == "nccl.link_errors" and v["subject"] == "node2:rail1"
     )
     assert (
-        link["message"].startswith(  # sendrecv pair, block all_reduce and alltoall in leaf1 and cross
-            "node2 rail1 (mlx5_1 port 1): error counters rose while traffic ran, in 6 of "
+        # sendrecv pair, block all_reduce and alltoall in leaf1 and cross, and node3's retest with node2
+        # (the confirmation job of node3's slow rail 5)
+        link["message"].startswith(
+            "node2 rail1 (mlx5_1 port 1): error counters rose while traffic ran, in 7 of "
         )
         and "symbol_error +40, port_rcv_errors +8 during " in link["message"]
     ), link
     hosts = {m.split("/")[1] for m in members if m.startswith("topology/")}
     assert hosts == {"node1", "node2", "node3", "node4"}
     assert (run / "report.html").exists() and (run / "junit.xml").exists()
+
+
+def test_demo_without_baselines_names_and_confirms_the_slow_rail(vcluster: Any, tmp_path: Path) -> None:
+    """Bring-up day one: the demo with its baselines removed. busbw is judged by its peers and the NDR400
+    line rate, the first pass suspects node3 rail 5, one confirmation job re-tests node3 with two nodes
+    that proved healthy, and only then is it blamed; nobody else is."""
+    failed, run = run_demo(vcluster, tmp_path, "-m", "nccl", name="demo-nobase", baselines=False)
+    assert "suites/test_nccl_nodes.py::test_nccl_node[node3]" in failed, failed
+    results = record.load(run)
+    verdicts = results["verdicts"]
+    blamed = {
+        v["subject"]: v for v in verdicts if v["check"] == "nccl.localization" and v["outcome"] == "fail"
+    }
+    assert set(blamed) == {"node3"}, blamed
+    node3 = blamed["node3"]
+    assert node3["labels"] == {"culprits": "rail:node3:rail5", "confirmation": "confirmed"}, node3
+    assert "confirmed on retest: slow on 2 of 2" in node3["message"], node3["message"]
+    assert any("campaign-confirm" in e for e in node3["evidence"]), node3["evidence"]  # beside the original
+    assert results["confirmation"]["suspects"] == ["node3"]
+    assert {j["name"] for j in results["jobs"]} >= {"campaign-confirm"}
+    slow = next(v for v in verdicts if v["subject"] == "node3-node4:rail5:sendrecv:8GiB")
+    assert slow["outcome"] == "fail" and "below the median of" in slow["message"], slow
+    assert "line rate (50 GB/s" in slow["message"] and slow["labels"]["judged_by"] == "peers+line rate"
 
 
 LAUNCH_CHECKS = ("launch.binding", "launch.nic", "nccl.transport", "nccl.config")
@@ -149,9 +178,15 @@ def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     assert f"cluster: scontrol show config (Slurm {vcluster.slurm}" in results["limits"]["notes"][0]
     planned = [s for j in results["plan"]["campaign_jobs"] for r in j["rounds"] for s in r["steps"]]
     ran = [
-        f"{ev.meta['collective']}:{ev.host}" for ev, _ in load_all(run) if ev.source == "nccl-tests"
+        f"{ev.meta['collective']}:{ev.host}"
+        for ev, _ in load_all(run)
+        if ev.source == "nccl-tests" and not ev.meta.get("attempt")
     ]
     assert sorted(ran) == sorted(planned) and len(set(planned)) == len(planned)  # each step once
+    # and the confirmation job (node3's retests), within the same limits
+    retests = [s for j in results["confirmation"]["plan"] for r in j["rounds"] for s in r["steps"]]
+    ran = [f"{ev.meta['collective']}:{ev.host}" for ev, _ in load_all(run) if ev.meta.get("attempt")]
+    assert retests and sorted(ran) == sorted(retests)
     env = {**vcluster.env, "PATH": f"{vcluster.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"}
     for job in results["jobs"]:
         out = subprocess.run(

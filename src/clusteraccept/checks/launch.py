@@ -56,8 +56,10 @@ class Finding:
 
 
 def step_id(meta: dict[str, str]) -> str:
-    """What a finding quotes for its step: the subject of its nccl.launch verdict."""
-    return f"{meta['subject']}:{meta['collective']}"
+    """What a finding quotes for its step: the subject of its nccl.launch verdict. A confirmation step
+    (plan/confirm.py) carries its attempt: a retest of a pair is another step than its first run."""
+    attempt = meta.get("attempt")
+    return f"{meta['subject']}:{meta['collective']}" + (f":{attempt}" if attempt else "")
 
 
 def bus_number(bus_id: str | None) -> int | None:

@@ -31,13 +31,15 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class Culprit:
-    kind: str  # rail | node | uplink | path
-    subject: str  # node3:rail5 | node3 | leaf2 | node1-node3:rail5
+    kind: str  # rail | node | uplink | path | straggler (checks/confirm.py)
+    subject: str  # node3:rail5 | node3 | leaf2 | node1-node3:rail5 | node3 (a straggler) or its block
     nodes: tuple[str, ...]  # the node(s) it implicates (none for an uplink)
     convicting: tuple[str, ...]  # the slow (pair:rail) results that convicted it
     healthy: tuple[str, ...]  # results that exonerate the alternatives (e.g. its other rails)
     message: str
     untested: bool = False  # convicted only by steps that did not run or print numbers (frame "failed")
+    status: str = ""  # after the confirmation round (checks/confirm.py): confirmed | transient | unconfirmed
+    retest: tuple[str, ...] = ()  # the retest results (pair:rail) that decided it
 
 
 def _keys(frame: pd.DataFrame) -> pd.Series:
@@ -194,6 +196,7 @@ def localize(frame: pd.DataFrame, min_partners: int = 2) -> list[Culprit]:
 
 
 def blamed_nodes(culprits: Iterable[Culprit]) -> dict[str, list[Culprit]]:
+    """Per node, the culprits that name it (transients too: their verdict says so, and blames nobody)."""
     out: dict[str, list[Culprit]] = {}
     for c in culprits:
         for node in c.nodes:

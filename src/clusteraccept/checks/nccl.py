@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from clusteraccept.checks import counters
+from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
     crowded_steps,
@@ -31,6 +32,7 @@ from clusteraccept.checks.launch import (
 )
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
+from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
@@ -87,7 +89,7 @@ def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any
 def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
     """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings."""
     meta = ev.meta
-    subject = f"{meta['subject']}:{meta['collective']}"
+    subject = step_id(meta)
     evid = (path,)
     if meta.get("killed_with_job") and ev.returncode != 0:  # spool.mark_killed
         killed = error(
@@ -167,22 +169,54 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
         )
     ]
     verdicts += unreadable
-    rows: list[dict[str, Any]] = []
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
         # the numbers are not what they claim to be: judging them would mislead
         return verdicts, _failed_row(meta, "fail"), ran
     if (why := gating(ran)) is not None:
         # measured, but not the hardware the plan meant: neither a verdict on it nor evidence against a node
         return verdicts + _not_judged(meta, result, why, evid), [], ran
+    measured = [
+        (row.size_B, m.busbw_GBps)
+        for row in result.rows
+        if (m := row.out_of_place or row.in_place) is not None
+    ]
+    vs, rows = judge_measured(site, meta, measured, path, source=ev.source, bad=bool(bad))
+    verdicts += vs
+    return verdicts, rows or (_failed_row(meta, "fail") if bad else []), ran
+
+
+def judge_measured(
+    site: Site,
+    meta: dict[str, str],
+    measured: Sequence[tuple[int, float]],
+    path: str,
+    *,
+    source: str = "nccl-tests",
+    bad: bool = False,
+) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """The busbw verdicts of one step's (size_B, busbw_GBps) results against their baselines, and its rows
+    of the localization frame (``bad``: the step failed its launch checks, its rows count as slow). A result
+    with no baseline is SKIP here and judged once every step is in (:func:`judge_rows`)."""
+    subject = step_id(meta)
+    evid = (path,)
+    tag = FALLBACK_TAG if source == "torch-nccl" else ""
+    verdicts: list[Verdict] = []
+    rows: list[dict[str, Any]] = []
     rail = f".rail{meta['rail']}" if meta.get("rail") else ""
-    for row in result.rows:
-        size = format_size(row.size_B)
+    for size_B, value in measured:
+        size = format_size(size_B)
         key = f"nccl.busbw.{meta['collective']}.{meta['scope']}{rail}.{size}"
-        measured = row.out_of_place or row.in_place
-        if measured is None:
-            continue
-        value = measured.busbw_GBps
         reference = lookup(site.baselines, key)
+        labels = {
+            "key": key,
+            "scope": meta["scope"],
+            "collective": meta["collective"],
+            "size_B": str(size_B),
+            "rail": meta.get("rail", ""),
+            "source": source,
+            **({"attempt": meta["attempt"]} if meta.get("attempt") else {}),
+        }
+        context = _context(meta, size) + tag
         v = judge_value(
             "nccl.busbw",
             FAMILY,
@@ -190,16 +224,9 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
             value,
             reference,
             what="busbw_GBps",
-            context=_context(meta, size) + tag,
+            context=context,
             evidence=evid,
-            labels={
-                "key": key,
-                "scope": meta["scope"],
-                "collective": meta["collective"],
-                "size_B": str(row.size_B),
-                "rail": meta.get("rail", ""),
-                "source": ev.source,
-            },
+            labels=labels,
         )
         verdicts.append(v)
         rows.append(
@@ -209,14 +236,19 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
                 "collective": meta["collective"],
                 "nodes": _expected_hosts(meta),
                 "rail": meta.get("rail"),
-                "size_B": row.size_B,
+                "size_B": size_B,
                 "busbw_GBps": value,
                 "ref_GBps": reference.ref if reference else None,
                 "slow": v.outcome is Outcome.FAIL or bool(bad),  # a failed launch counts against the pair
                 "failed": "fail" if bad else "",
+                "step": subject,
+                "attempt": meta.get("attempt", ""),
+                "evidence": evid,
+                # no baseline: judged by its peers and the line rate once every step is in (checks/peers.py)
+                **({"peer": (context, labels), "subject": f"{subject}:{size}"} if reference is None else {}),
             }
         )
-    return verdicts, rows or (_failed_row(meta, "fail") if bad else []), ran
+    return verdicts, rows
 
 
 def _without_crowded(
@@ -233,15 +265,12 @@ def _without_crowded(
             v = replace(v, outcome=Outcome.SKIP, message=f"not judged: launch.binding on {hit[0]}: {hit[1]}")
         out.append(v)
 
-    def step(r: dict[str, Any]) -> str:
-        return f"{'-'.join(r['nodes'])}:rail{r['rail']}:{r['collective']}"
-
-    return out, [r for r in rows if r["kind"] != "pair" or step(r) not in crowded]
+    return out, [r for r in rows if r["kind"] != "pair" or r["step"] not in crowded]
 
 
 def _not_judged(meta: dict[str, str], result: Any, why: str, evid: tuple[str, ...]) -> list[Verdict]:
     """The busbw verdicts a step would have had, each SKIP "not judged: <the launch fault>"."""
-    subject = f"{meta['subject']}:{meta['collective']}"
+    subject = step_id(meta)
     return [
         skip("nccl.busbw", FAMILY, f"{subject}:{format_size(row.size_B)}", f"not judged: {why}", evid)
         for row in result.rows
@@ -267,6 +296,9 @@ def _failed_row(meta: dict[str, str], how: str) -> list[dict[str, Any]]:
             "ref_GBps": None,
             "slow": True,
             "failed": how,
+            "step": step_id(meta),
+            "attempt": meta.get("attempt", ""),
+            "evidence": (),
         }
     ]
 
@@ -304,19 +336,32 @@ def pair_frame(site: Site, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return df[df["size_B"] == biggest][cols].reset_index(drop=True)
 
 
-def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culprit]) -> list[Verdict]:
+def _convicted_by(c: Culprit, paths: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """`` [convicted by ...]`` and the evidence: the first pass's steps, then the retests' beside them."""
+    text = f" [convicted by {', '.join(c.convicting[:6])}{' ...' if len(c.convicting) > 6 else ''}]"
+    if not c.convicting:
+        text = ""
+    evid = [paths[k] for k in c.convicting[:6] if k in paths]
+    evid += [paths[f"retest|{k}"] for k in c.retest[:6] if f"retest|{k}" in paths]
+    return text, tuple(dict.fromkeys(evid))
+
+
+def localization_verdicts(
+    site: Site, frame: pd.DataFrame, culprits: list[Culprit], paths: dict[str, str] | None = None
+) -> list[Verdict]:
+    """``nccl.localization`` on every node and block. A transient (slow once, healthy on retest) is a PASS
+    that says so (label ``transient``): never a blame, never a drain."""
+    paths = paths or {}
     verdicts: list[Verdict] = []
     by_node = blamed_nodes(culprits)
     # results per node, counted once (a comparison over the frame per node is quadratic in the nodes)
     per_node = pd.concat([frame["a"], frame["b"]]).value_counts().to_dict() if not frame.empty else {}
     for node in site.nodes:
-        if node in by_node:
-            cs = by_node[node]
-            msg = "; ".join(
-                f"{c.message} [convicted by {', '.join(c.convicting[:6])}"
-                f"{' ...' if len(c.convicting) > 6 else ''}]"
-                for c in cs
-            )
+        cs = [c for c in by_node.get(node, []) if c.status != "transient"]
+        passing = [c for c in by_node.get(node, []) if c.status == "transient"]
+        if cs:
+            parts = [_convicted_by(c, paths) for c in cs]
+            msg = "; ".join(c.message + text for c, (text, _) in zip(cs, parts, strict=True))
             untested = all(c.untested for c in cs)
             verdicts.append(
                 Verdict(
@@ -331,34 +376,60 @@ def localization_verdicts(site: Site, frame: pd.DataFrame, culprits: list[Culpri
                         else f"culprit: {msg}"
                     ),
                     value=", ".join(c.subject for c in cs),
-                    labels={"culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs)},
+                    evidence=tuple(dict.fromkeys(p for _, ev in parts for p in ev)),
+                    labels={
+                        "culprits": "|".join(f"{c.kind}:{c.subject}" for c in cs),
+                        "confirmation": "|".join(c.status or "none" for c in cs),
+                    },
                 )
             )
-        elif node in per_node:
-            n = int(per_node[node])
+        elif node in per_node or passing:
+            n = int(per_node.get(node, 0))
+            text = "; ".join(c.message for c in passing)
             verdicts.append(
                 Verdict(
                     "nccl.localization",
                     FAMILY,
                     node,
                     Outcome.PASS,
-                    f"not blamed by localization ({n} pair x rail results involve it)",
+                    text + f" (not blamed; {n} pair x rail results involve it)"
+                    if passing
+                    else f"not blamed by localization ({n} pair x rail results involve it)",
+                    evidence=tuple(p for c in passing for p in _convicted_by(c, paths)[1]),
+                    labels={"transient": "|".join(c.subject for c in passing)} if passing else {},
                 )
             )
         else:
             verdicts.append(skip("nccl.localization", FAMILY, node, "no pair results involve this node"))
-    uplinks = {c.subject: c for c in culprits if c.kind == "uplink"}
+    on_block = {c.subject: c for c in culprits if c.kind in ("uplink", "straggler") and not c.nodes}
+    named = {c.subject: c for c in culprits if c.kind == "straggler" and c.nodes}
     for block in dict.fromkeys([*site.blocks, "all"]):  # a site without blocks has one called "all"
-        if block in uplinks:
-            c = uplinks[block]
+        c = on_block.get(block)
+        if c is not None:
+            text, evid = _convicted_by(c, paths)
             verdicts.append(
                 Verdict(
                     "nccl.localization",
                     FAMILY,
                     block,
-                    Outcome.FAIL,  # an uplink is convicted by measured rows only (localize rule 3)
-                    f"culprit: {c.message} [convicted by {', '.join(c.convicting[:6])}]",
-                    labels={"culprits": f"uplink:{block}"},
+                    Outcome.PASS if c.status == "transient" else Outcome.FAIL,
+                    c.message if c.status == "transient" else f"culprit: {c.message}{text}",
+                    evidence=evid,
+                    labels={"transient": block}
+                    if c.status == "transient"
+                    else {"culprits": f"{c.kind}:{block}"},
+                )
+            )
+            continue
+        stragglers = [s for s in named.values() if s.convicting and s.convicting[0].split(":")[0] == block]
+        if stragglers:
+            verdicts.append(
+                Verdict(
+                    "nccl.localization",
+                    FAMILY,
+                    block,
+                    Outcome.PASS,
+                    "; ".join(s.message for s in stragglers) + " (the node carries the blame)",
                 )
             )
         elif block == "all" or frame.empty:
@@ -473,12 +544,69 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
-    frame = pair_frame(site, rows)
-    culprits = localize(frame)
-    verdicts = _untested_unless_explained(verdicts, culprits)
-    verdicts.extend(localization_verdicts(site, frame, culprits))
+    verdicts = judge_rows(site, verdicts, rows)
     verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
     return verdicts
+
+
+def judge_rows(site: Site, verdicts: list[Verdict], rows: list[dict[str, Any]]) -> list[Verdict]:
+    """Every step judged (:func:`judge_measured`): the results with no baseline judged by their peers, the
+    localization of the first pass, and, where a confirmation job ran (plan/confirm.py), its retests and
+    bisections deciding what is blamed. The verdicts with ``nccl.localization`` on every node and block."""
+    first = [r for r in rows if not r["attempt"]]
+    retests = [r for r in rows if r["attempt"] == "retest"]
+    halves = [r for r in rows if r["attempt"].startswith("bisect")]
+    verdicts = _judged_by_peers(site, verdicts, first, [*retests, *halves])
+    frame = pair_frame(site, first)
+    culprits = localize(frame)
+    if retests or halves:  # blame only what the confirmation job confirms
+        culprits = confirm(culprits, pair_frame(site, retests))
+        culprits += stragglers(site, suspects_of(site, verdicts).stragglers, halves)
+    verdicts = _untested_unless_explained(verdicts, culprits)
+    return verdicts + localization_verdicts(site, frame, culprits, _evidence_by_key(first, retests))
+
+
+def _judged_by_peers(
+    site: Site, verdicts: list[Verdict], first: list[dict[str, Any]], later: list[dict[str, Any]]
+) -> list[Verdict]:
+    """The busbw of every result with no baseline judged by its peers of the first pass and by the line
+    rate (checks/peers.py); its row is slow when that verdict fails. Confirmation steps are judged by the
+    first pass's peers (a handful of retests is no population)."""
+    unjudged = [r for r in first if "peer" in r]
+    later_unjudged = [r for r in later if "peer" in r]
+    if not unjudged and not later_unjudged:
+        return verdicts
+    stats = peer_stats(site, unjudged)
+    new: dict[str, Verdict] = {}
+    rates: dict[tuple[Any, ...], Any] = {}
+    for r in (*unjudged, *later_unjudged):
+        context, labels = r["peer"]
+        v = judge_row(
+            site,
+            {**r, "labels": labels},
+            stats,
+            check="nccl.busbw",
+            subject=r["subject"],
+            context=context,
+            rates=rates,
+        )
+        new[r["subject"]] = v
+        r["slow"] = r["slow"] or v.outcome is Outcome.FAIL
+    return [
+        new.get(v.subject, v) if v.check == "nccl.busbw" and v.outcome is Outcome.SKIP else v
+        for v in verdicts
+    ]
+
+
+def _evidence_by_key(first: list[dict[str, Any]], retests: list[dict[str, Any]]) -> dict[str, str]:
+    """``a-b:railk`` -> the step's raw evidence (``retest|a-b:railk`` for a retest)."""
+    out: dict[str, str] = {}
+    for prefix, rows in (("", first), ("retest|", retests)):
+        for r in rows:
+            if r["kind"] == "pair" and r["evidence"]:
+                a, b = r["nodes"]
+                out.setdefault(f"{prefix}{a}-{b}:rail{r['rail']}", r["evidence"][0])
+    return out
 
 
 def link_error_verdicts(

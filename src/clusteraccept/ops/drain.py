@@ -1,11 +1,13 @@
 """Drain the nodes a run convicted, undrain the ones clusteraccept drained that pass again (opt-in).
 
 Which nodes: a FAIL of ``nccl.localization`` on a node whose culprit is the node or one of its rails
-(``labels["culprits"]`` ``node:node3`` / ``rail:node3:rail5``; a ``path`` culprit is a cable between two
-healthy nodes and drains neither), or a FAIL of a node check (``drain.checks`` patterns) on the node or one
-of its GPUs/rails. Guards: a node that already has a reason that is not ours (drained, down, ... by someone
-else) is never touched and keeps its reason; more than ``drain.max_fraction`` of a block convicted in one
-run drains none of that block (a broken baseline or a shared component must not empty the cluster).
+(``labels["culprits"]`` ``node:node3`` / ``rail:node3:rail5`` / ``straggler:node3``; a ``path`` culprit is a
+cable between two healthy nodes and drains neither; a culprit the confirmation round could not re-test,
+``labels["confirmation"]`` "unconfirmed", drains nothing; a transient is a PASS), or a FAIL of a node check
+(``drain.checks`` patterns) on the node or one of its GPUs/rails. Guards: a node that already has a reason
+that is not ours (drained, down, ... by someone else) is never touched and keeps its reason; more than
+``drain.max_fraction`` of a block convicted in one run drains none of that block (a broken baseline or a
+shared component must not empty the cluster).
 
 The commands (run by jobs/slurm_clients.py, where every Slurm client call of the submit host is):
 - state: ``sinfo -N -h -o '%N|%T|%E'`` (slurm_clients.node_states);
@@ -28,7 +30,7 @@ from typing import Any
 
 from clusteraccept.jobs.slurm_clients import REASON_PREFIX, NodeState, node_states, scontrol_update
 
-NODE_KINDS = ("node", "rail")  # localization culprit kinds that convict a node
+NODE_KINDS = ("node", "rail", "straggler")  # localization culprit kinds that convict a node
 _RUN_TS = re.compile(r"^(\d{8}T\d{6}Z)")
 
 
@@ -73,9 +75,14 @@ def convictions(
         if v["outcome"] != "fail" or not any(fnmatch.fnmatchcase(check, p) for p in patterns):
             continue
         if check == "nccl.localization":
-            for culprit in str(v.get("labels", {}).get("culprits", "")).split("|"):
+            labels = v.get("labels", {})
+            culprits = str(labels.get("culprits", "")).split("|")
+            statuses = str(labels.get("confirmation", "")).split("|")
+            for culprit, status in zip(culprits, statuses + [""] * len(culprits), strict=False):
                 kind, _, subject = culprit.partition(":")
                 node = _node_of(subject, known)
+                if status == "unconfirmed":
+                    continue  # a confirmation job ran, but no retest of this one did: not drained on it
                 if kind in NODE_KINDS and node is not None:
                     what = subject.split(":", 1)[1] if ":" in subject else "node"
                     out.setdefault(node, []).append(Conviction(node, check, what))

@@ -41,6 +41,7 @@ class Step:
     tool: str = "nccl-tests"  # or "torch-nccl" (the fallback collector): the evidence source and parser
     family: str = "nccl"  # the check family that judges it ("sharp" for the SHARP on/off runs)
     variant: str = ""  # "on" / "off" for the SHARP runs
+    attempt: str = ""  # a confirmation step (plan/confirm.py): "retest", "bisect<bit><a|b>"
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -60,6 +61,7 @@ class Step:
         return {
             "check": self.family,
             **({"sharp": self.variant} if self.variant else {}),
+            **({"attempt": self.attempt} if self.attempt else {}),
             "kind": self.kind,
             "scope": self.scope,
             "collective": self.collective,
@@ -178,7 +180,7 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
     ]
 
 
-def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
+def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
     shape, node_pos, env_pos = step_shape(site, collective, 2, 2, 1)
@@ -205,7 +207,7 @@ def _pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list
     ]
 
 
-def _block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:
+def block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:
     gpus = min(site.node_type(n).gpus for n in nodes)
     return [
         _step(
@@ -234,12 +236,12 @@ def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob
             rounds.append(Round(len(rounds), label, tuple(intra)))
     for collective in site.nccl.pair_collectives:
         for i, pairs in enumerate(circle_rounds(nodes)):
-            steps = [s for a, b in pairs for s in _pair_steps(site, a, b, "pair_in_block", collective)]
+            steps = [s for a, b in pairs for s in pair_steps(site, a, b, "pair_in_block", collective)]
             if steps:
                 rounds.append(Round(len(rounds), f"{collective} pairs {i + 1}", tuple(steps)))
     if len(nodes) >= 2:
         # one collective at a time: a block collective uses every GPU and rail of its nodes
-        for step in _block_steps(site, nodes, "block", block):
+        for step in block_steps(site, nodes, "block", block):
             rounds.append(Round(len(rounds), f"block {step.collective}", (step,)))
     rounds += _sharp_rounds(site, nodes, block, len(rounds))
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
@@ -282,14 +284,14 @@ def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | 
         Round(
             0,
             f"{c} cross-block pairs {i + 1}",
-            tuple(s for a, b in matching for s in _pair_steps(site, a, b, "pair_cross_block", c)),
+            tuple(s for a, b in matching for s in pair_steps(site, a, b, "pair_cross_block", c)),
         )
         for c in site.nccl.pair_collectives
         for i, matching in enumerate(greedy_matchings(pairs))
     ]
     rounds = [replace(r, index=i) for i, r in enumerate(rounds)]
     all_nodes = tuple(n for m in blocks.values() for n in m)
-    for step in _block_steps(site, all_nodes, "all", "all"):
+    for step in block_steps(site, all_nodes, "all", "all"):
         rounds.append(Round(len(rounds), f"all nodes {step.collective}", (step,)))
     rounds += _sharp_rounds(site, all_nodes, "all", len(rounds))
     return CampaignJob("campaign-cross", "cross", all_nodes, tuple(rounds))

@@ -10,6 +10,9 @@ slowest link): per node, a rank's share of the rails it uses; per leaf, the upli
 that cross leaves; within one node, NVLink. Faults scale these. Bus bandwidth then follows
 ``t(S) = latency + factor * S / (efficiency * bottleneck)`` (latency-bound small sizes rising to an
 asymptote of ``efficiency`` (0.92) x the bottleneck), times a small deterministic noise (+-1%).
+
+Run to run, that noise repeats itself; ``spread`` and ``transient`` (:mod:`.fabric_noise`) vary a result
+between attempts of one step. A ``straggler`` node slows only runs with >= 2 ranks on each of >= 2 nodes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import hostlist
 
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.sim.fabric_noise import fraction, run_factor, run_noise
 
 
 # busbw/algbw per collective with n ranks (nccl-tests src/<coll>.cu *GetBw()).
@@ -84,6 +88,7 @@ class Faults:
     stray_nic: tuple[tuple[str, int | None, str], ...] = ()  # (node, rail or None=all, HCA NCCL uses)
     shm_fallback: tuple[str, ...] = ()  # nodes whose GPUs talk over SHM (no P2P) inside the node
     nccl_version: tuple[tuple[str, str], ...] = ()  # (node, the NCCL version its ranks load instead)
+    straggler: tuple[tuple[str, float], ...] = ()  # (node, factor): only with >= 2 ranks on >= 2 nodes
 
 
 @dataclass(frozen=True)
@@ -98,12 +103,16 @@ class Fabric:
     default: Node = Node(
         "", None, 8, tuple(f"mlx5_{k}" for k in range(8)), 50.0, 450.0, "NVIDIA H100 80GB HBM3", ()
     )
+    spread: float = 0.0  # relative std of a per-run Gaussian factor on busbw (0: none)
+    transient_probability: float = 0.0  # per run: the chance of a dip the next attempt does not see
+    transient_factor: float = 0.6
     _rail_f: dict[tuple[str, int | None], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
     _pair_f: dict[frozenset[str], list[tuple[int | None, float]]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _straggler_f: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         rail_f = self._rail_f
@@ -118,6 +127,8 @@ class Fabric:
                 rail_f[key] = rail_f.get(key, 1.0) * f
             else:
                 self._pair_f.setdefault(frozenset((a, b)), []).append((cable_rail, f))
+        for node, f in self.faults.straggler:
+            self._straggler_f[node] = self._straggler_f.get(node, 1.0) * f
 
     def node(self, name: str) -> Node:
         """The node of that name; a host the fabric does not know gets the defaults, on no leaf."""
@@ -196,7 +207,15 @@ def bottleneck_GBps(
         for leaf in leaves:
             f = math.prod(x for name, x in fab.faults.slow_uplink if name == leaf)
             best = min(best, fab.leaves[leaf].uplink_GBps * f / n_rails)
-    return best
+    return best * _straggle(fab, names, ranks_per_node) if fab._straggler_f else best
+
+
+def _straggle(fab: Fabric, names: list[str], ranks_per_node: int | None) -> float:
+    """The slowest straggler's factor among the nodes holding several ranks of this (multi-node) run: a
+    straggler's ranks contend with one another, and a ring goes as fast as its slowest rank; with one
+    rank per node (the pair steps) it keeps up."""
+    many = (fab._straggler_f.get(h, 1.0) for h in names if (ranks_per_node or fab.node(h).gpus) >= 2)
+    return min(many, default=1.0)
 
 
 def _noise(fab: Fabric, key: str) -> float:
@@ -213,11 +232,14 @@ def busbw_GBps(
     *,
     ranks_per_node: int | None = None,
     in_place: bool = False,
+    attempt: str = "",
 ) -> float:
     """Bus bandwidth nccl-tests would report for ``collective`` of ``size_B`` bytes over ``hosts``.
 
     ``rails_used``: rail indices (None: all rails of each node); ``ranks_per_node``: default the node's
-    GPU count. Deterministic for a given fabric seed; NaN-free; 0.0 for a single rank or size 0.
+    GPU count. ``attempt`` names this run among retests of the same step (it only keys ``spread`` and
+    transients). Deterministic for a given fabric seed and attempt; NaN-free; 0.0 for a single rank or
+    size 0.
     """
     names = tuple(sorted(set(hosts)))
     rails = None if rails_used is None else tuple(rails_used)
@@ -229,8 +251,13 @@ def busbw_GBps(
     peak = fab.efficiency.get(collective, 0.92) * bottleneck_GBps(fab, names, rails, rpn)
     latency_s = fab.latency_us * (1.0 if len(names) > 1 else 0.5) * 1e-6
     seconds = latency_s + factor * size_B / (peak * 1e9)
-    key = f"{collective}|{','.join(names)}|{rails}|{rpn}|{size_B}|{int(in_place)}"
-    return factor * size_B / seconds / 1e9 * _noise(fab, key)
+    run = f"{collective}|{','.join(names)}|{rails}|{rpn}"
+    bw = factor * size_B / seconds / 1e9 * _noise(fab, f"{run}|{size_B}|{int(in_place)}")
+    if fab.spread or fab.transient_probability:  # (skipped when off: the numbers of before, to the bit)
+        bw *= run_factor(
+            f"{fab.seed}|{run}|{attempt}", fab.spread, fab.transient_probability, fab.transient_factor
+        )
+    return bw
 
 
 # ---------------------------------------------------------------------------------------------- loading
@@ -347,10 +374,18 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
                 (check(f["node"], "nccl_version", nodes), str(f.get("setting") or "2.27.3+cuda12.4"))
                 for f in _list(fd.get("nccl_version"))
             ),
+            tuple(
+                (
+                    check(f["node"], "straggler", nodes),
+                    fraction(f["factor"], f"faults.straggler[{i}].factor", source, zero_ok=False),
+                )
+                for i, f in enumerate(_list(fd.get("straggler")))
+            ),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
     eff = {str(k): float(v) for k, v in dict(d.get("efficiency", {})).items()}
+    spread, transient_p, transient_f = run_noise(d, source)
     return Fabric(
         nodes,
         leaves,
@@ -360,6 +395,9 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
         eff,
         _num(d, "noise", "", source, 0.01),
         default,
+        spread,
+        transient_p,
+        transient_f,
     )
 
 

@@ -18,6 +18,8 @@ Environment:
   "NCCL_IB_HCA"; src/transport/net_ib/init.cc, src/misc/utils.cc ``parseStringList()``/``matchIf()``):
   comma-separated ``<hca>[:<port>...]`` prefixes, ``^`` = exclude list, ``=`` = exact names.
 - ``NCCL_TESTS_MIN_BW``: as in nccl-tests, the average busbw below 0.9 x this value fails the run.
+- ``SLURM_JOB_ID``/``SLURM_STEP_ID`` (srun sets both in every step): ``<job>.<step>`` names the attempt,
+  which keys the fabric's ``spread`` and ``transient`` (a retest in another step draws anew).
 
 Fabric JSON (:func:`clusteraccept.sim.fabric.fabric_from_dict`)::
 
@@ -30,7 +32,17 @@ Fabric JSON (:func:`clusteraccept.sim.fabric.fabric_from_dict`)::
                 "bad_cable": [{"a": "node03", "b": "node07", "rail": 2, "factor": 0.3}],
                 "slow_uplink": {"leaf": "leaf2", "factor": 0.25},
                 "slow_node": {"node": "node09", "factor": 0.7},
-                "non_mpi": false, "wrong": [{"node": "node05"}]}}
+                "non_mpi": false, "wrong": [{"node": "node05"}],
+                "straggler": [{"node": "node11", "factor": 0.6}]},
+     "spread": 0.03, "transient": {"probability": 0.02, "factor": 0.6}}
+
+``straggler``: a node slow only in runs with >= 2 ranks on each of >= 2 nodes (block collectives, not the
+1-rank-per-node pair steps); factor in (0, 1] scales the run's bottleneck. Run to run
+(:mod:`clusteraccept.sim.fabric_noise`): ``spread`` (>= 0, default 0) is the relative standard deviation
+of a per-run Gaussian factor on busbw, ``max(0.05, 1 + spread * z)``; with ``transient.probability`` (in
+[0, 1], default 0) a run is multiplied by ``transient.factor`` (in (0, 1], default 0.6). Both are drawn
+once per run (all sizes together) from seed, step arguments and attempt; the +-1% ``noise`` ignores the
+attempt, so without them a retest repeats its numbers exactly.
 """
 
 from __future__ import annotations

@@ -48,11 +48,26 @@ def _pid(host: str, local: int) -> int:
     return 1000 + zlib.crc32(host.encode()) % 60000 + local
 
 
+def step_attempt(env: dict[str, str]) -> str:
+    """Which attempt of a step this run is: ``SLURM_JOB_ID.SLURM_STEP_ID`` (srun(1) "OUTPUT ENVIRONMENT
+    VARIABLES" sets both in every step), so a retest in a new step draws new run-to-run noise; "" outside
+    Slurm."""
+    job, step = env.get("SLURM_JOB_ID", ""), env.get("SLURM_STEP_ID", "")
+    return f"{job}.{step}" if job or step else ""
+
+
 def render(
-    name: str, opts: Options, fab: Fabric, hosts: list[str], tasks_per_node: list[int], env: dict[str, str]
+    name: str,
+    opts: Options,
+    fab: Fabric,
+    hosts: list[str],
+    tasks_per_node: list[int],
+    env: dict[str, str],
+    *,
+    attempt: str | None = None,
 ) -> tuple[str, int]:
     """The stdout and exit code of rank 0 of one run over ``hosts`` (pure: no I/O)."""
-    text, rc, _ = render_run(name, opts, fab, hosts, tasks_per_node, env)
+    text, rc, _ = render_run(name, opts, fab, hosts, tasks_per_node, env, attempt=attempt)
     return text, rc
 
 
@@ -66,10 +81,14 @@ def render_run(
     json_path: str | None = None,
     argv: tuple[str, ...] = (),
     pids: tuple[int, ...] = (),
+    *,
+    attempt: str | None = None,
 ) -> tuple[str, int, dict[str, Any] | None]:
     """:func:`render` plus the -J JSON document (schema 3) when ``json_path`` is given (no I/O).
 
-    ``pids``: each process's pid in rank order, where MPI told them (else made up from the host name)."""
+    ``pids``: each process's pid in rank order, where MPI told them (else made up from the host name).
+    ``attempt``: keys the fabric's run-to-run noise; None: :func:`step_attempt` of ``env``."""
+    attempt = step_attempt(env) if attempt is None else attempt
     coll = name.removesuffix("_perf")
     per_proc = opts.nthreads * opts.ngpus
     nprocs = sum(tasks_per_node)
@@ -199,6 +218,7 @@ def render_run(
                     nbytes,
                     ranks_per_node=max(tasks_per_node) * per_proc,
                     in_place=in_place,
+                    attempt=attempt,
                 )
                 bus *= collnet_uplift(fab, coll, hosts, env)
                 sec = nbytes * factor / (bus * 1e9)

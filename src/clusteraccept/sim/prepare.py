@@ -36,11 +36,20 @@ FABRIC_KINDS = {
     "stray_nic",
     "shm_fallback",
     "nccl_version",
+    "straggler",  # {node, factor}: slow only with several ranks per node (block collectives)
 }
 
 
-def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
-    """The fabric JSON of a simulated site: its nodes, rails and blocks (as leaves), plus its faults."""
+def fabric_doc(
+    site: Site,
+    seed: int | None = None,
+    *,
+    spread: float | None = None,
+    transient: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The fabric JSON of a simulated site: its nodes, rails and blocks (as leaves), plus its faults.
+    ``spread``, ``transient`` ({probability, factor}): the fabric's run-to-run noise (sim/nccl_tests.py),
+    left out of the document when None (the site file has no keys for them yet)."""
     nt = site.node_types[0]
     rate = next((r.rate_Gbps for r in nt.rails if r.rate_Gbps), 400.0) or 400.0
     rail_GBps = rate / 8  # Gb/s -> GB/s
@@ -83,7 +92,11 @@ def fabric_doc(site: Site, seed: int | None = None) -> dict[str, Any]:
         cast = faults.setdefault(kind, [])
         assert isinstance(cast, list)
         cast.append(entry)
+    noise: dict[str, Any] = {"spread": spread} if spread is not None else {}
+    if transient is not None:
+        noise["transient"] = dict(transient)
     return {
+        **noise,
         "seed": site.nccl.seed if seed is None else seed,
         "defaults": {
             "gpus": nt.gpus,
@@ -126,10 +139,13 @@ def prepare(site: Site, python: str | None = None) -> list[Path]:
     return written
 
 
-def simulate_step(fabric: Fabric, step: Step, job_env: Mapping[str, str] | None = None) -> Evidence:
+def simulate_step(
+    fabric: Fabric, step: Step, job_env: Mapping[str, str] | None = None, *, attempt: str = ""
+) -> Evidence:
     """What one planned srun step would print on the simulated fabric, without Slurm or processes.
     ``job_env``: the batch job's exports under the step's own (an srun step inherits them: the site's
-    ``env``, whose NCCL_DEBUG=INFO makes every multi-node step log)."""
+    ``env``, whose NCCL_DEBUG=INFO makes every multi-node step log). ``attempt``: which attempt of the
+    step this is (a retest passes another one to draw new run-to-run noise, as a new srun step would)."""
     argv = list(step.argv)
     words, i = env_words(argv)
     env: dict[str, str] = {**(job_env or {}), **words}
@@ -139,11 +155,20 @@ def simulate_step(fabric: Fabric, step: Step, job_env: Mapping[str, str] | None 
     per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
-    text, rc = render(binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env)
+    text, rc = render(
+        binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env, attempt=attempt
+    )
     text = with_info(text, fabric, list(step.nodes), env, step.collective, [per_node] * len(step.nodes))
     meta = {**step.meta(), "simulated": "in-process"}
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 
 
-def fabric_of(site: Site, seed: int | None = None) -> Fabric:
-    return fabric_from_dict(fabric_doc(site, seed), f"{site.file} (sim)")
+def fabric_of(
+    site: Site,
+    seed: int | None = None,
+    *,
+    spread: float | None = None,
+    transient: Mapping[str, float] | None = None,
+) -> Fabric:
+    doc = fabric_doc(site, seed, spread=spread, transient=transient)
+    return fabric_from_dict(doc, f"{site.file} (sim)")

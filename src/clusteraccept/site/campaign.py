@@ -28,6 +28,40 @@ class NcclExpect:
 
 
 @dataclass(frozen=True)
+class Peers:
+    """How a result with no baseline is judged against the same results of the same run (checks/peers.py).
+
+    ``below``: slow when more than this fraction below the median of its peers. The default clears the
+    run-to-run spread measured on real hardware: standalone nccl-tests at >= 64 MiB on 2x H200 spread by
+    at most 6.7% (max - min over 3 runs, docs/examples/h200x2/fidelity.md). ``mad_z``: and more than this
+    many robust standard deviations (1.4826 x MAD) below it, so a noisier fabric widens the band by
+    itself. ``min_peers``: fewer results than this in a group and only the line rate judges them."""
+
+    below: float = 0.10
+    mad_z: float = 4.0
+    min_peers: int = 4
+
+
+# Minimum busbw as a fraction of the line rate, per collective ("intra_node": of NVLink): a floor against
+# gross faults, not a target (the peers judge the rest). nccl-tests doc/PERFORMANCE.md: busbw is what "we
+# can compare with the hardware peak bandwidth, independently of the number of ranks". The network floor
+# (0.70) is a choice, not a measurement (no fabric here): below it a link is broken, not noisy, and it
+# stays > 6 sigma below a healthy result at twice the noise benchmarks/blame.py assumes; alltoall mixes
+# every rank pair through the spine and runs lower. Intra-node, a healthy 2x H200 measured 0.61-0.77 of
+# its NVLink line rate at 8 GiB (docs/examples/h200x2/fidelity.md).
+LINE_RATE_FLOOR: dict[str, float] = {"default": 0.70, "alltoall": 0.50, "intra_node": 0.50}
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """The confirmation round (plan/confirm.py): every suspect re-tested with ``partners`` nodes that
+    proved healthy, in at most ``max_rounds`` rounds; 0 partners turns it off (blame on first evidence)."""
+
+    partners: int = 2
+    max_rounds: int = 6
+
+
+@dataclass(frozen=True)
 class Nccl:
     pair_collectives: tuple[str, ...] = ("sendrecv", "all_reduce")
     block_collectives: tuple[str, ...] = ("all_reduce", "alltoall")
@@ -46,6 +80,16 @@ class Nccl:
     # NCCL_ variables a site or node may set (environment, /etc/nccl.conf), each with its reason: a waiver
     # (a tuple of pairs: a Nccl is hashed, plan/commands.argv_shape caches on it)
     accept_env: tuple[tuple[str, str], ...] = ()
+    peers: Peers = Peers()
+    line_rate_floor: tuple[tuple[str, float], ...] = tuple(LINE_RATE_FLOOR.items())
+    confirm: Confirm = Confirm()
+
+    def floor(self, collective: str, scope: str) -> float:
+        """The line-rate floor of a collective in a scope (``intra_node`` has its own)."""
+        floors = dict(self.line_rate_floor)
+        if scope == "intra_node":
+            return floors.get("intra_node", LINE_RATE_FLOOR["intra_node"])
+        return floors.get(collective, floors.get("default", LINE_RATE_FLOOR["default"]))
 
 
 def parse_tools(top: Section) -> Tools:
@@ -79,6 +123,9 @@ def parse_nccl(top: Section) -> Nccl:
             "fallback",
             "expect",
             "accept_env",
+            "peers",
+            "line_rate_floor",
+            "confirm",
         ],
     )
     for key in ("pair_collectives", "block_collectives", "intra_collectives"):
@@ -104,6 +151,9 @@ def parse_nccl(top: Section) -> Nccl:
         fallback=n.choice("fallback", ["torch"], default=None),
         expect=_expect(n.section("expect", ["intra_node", "nvls", "collnet"])),
         accept_env=_accept_env(n),
+        peers=_peers(n.section("peers", ["below", "mad_z", "min_peers"])),
+        line_rate_floor=_floors(n),
+        confirm=_confirm(n.section("confirm", ["partners", "max_rounds"])),
     )
     if nccl.min_bytes > nccl.max_bytes:
         raise SiteConfigError(
@@ -129,3 +179,33 @@ def _accept_env(n: Section) -> tuple[tuple[str, str], ...]:
         if not reason.strip():
             raise SiteConfigError(n.file, n.key(f"accept_env.{name}"), "the reason it is set", repr(reason))
     return tuple(accepted.items())
+
+
+def _peers(p: Section) -> Peers:
+    return Peers(
+        below=p.number("below", "a fraction like 0.10", default=Peers.below, minimum=0.0),
+        mad_z=p.number(
+            "mad_z", "a number of robust standard deviations like 4", default=Peers.mad_z, minimum=0.0
+        ),
+        min_peers=p.integer("min_peers", "an integer >= 2", default=Peers.min_peers, minimum=2),
+    )
+
+
+def _floors(n: Section) -> tuple[tuple[str, float], ...]:
+    given = n.section("line_rate_floor", ["default", "intra_node", *COLLECTIVES])
+    floors = dict(LINE_RATE_FLOOR)
+    for key in given.data or {}:
+        value = given.number(str(key), "a fraction of the line rate between 0 and 1", minimum=0.0)
+        if value > 1.0:
+            raise given.error(str(key), "a fraction of the line rate between 0 and 1", value)
+        floors[str(key)] = value
+    return tuple(floors.items())
+
+
+def _confirm(c: Section) -> Confirm:
+    return Confirm(
+        partners=c.integer(
+            "partners", "an integer 0-4 (0: no confirmation round)", default=2, minimum=0, maximum=4
+        ),
+        max_rounds=c.integer("max_rounds", "an integer >= 1", default=6, minimum=1),
+    )

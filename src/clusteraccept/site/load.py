@@ -63,6 +63,7 @@ TOP_KEYS = [
     *OPS_KEYS,
 ]
 FAULT_KINDS = (
+    "straggler",
     "slow_rail",
     "slow_node",
     "bad_cable",

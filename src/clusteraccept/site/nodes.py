@@ -37,6 +37,9 @@ class NodeType:
     link_layer: str  # InfiniBand | Ethernet | none
     numa_expected: bool
     rails: tuple[Rail, ...]
+    # NVLink bandwidth per GPU and direction (GB/s): the intra-node line rate busbw is judged against on a
+    # first run with no baselines (checks/peers.py); None: the site does not say
+    nvlink_GBps: float | None = None
 
 
 def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
@@ -90,7 +93,7 @@ def _rails(sec: Section) -> tuple[Rail, ...]:
 
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
     """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
-    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails"]
+    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails", "nvlink_GBps"]
     types = top.sections("node_types", allowed)
     if not types:
         raise SiteConfigError(top.file, "node_types", "at least one node type (gpus, rails...)", "nothing")
@@ -126,6 +129,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 ),
                 numa_expected=sec.flag("numa_expected", default=True),
                 rails=rails,
+                nvlink_GBps=sec.number("nvlink_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
             )
         )
     missing = [n for n in all_nodes if n not in owner]
