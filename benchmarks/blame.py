@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -151,9 +152,13 @@ def blamed(verdicts: list[Verdict]) -> set[str]:
     return out
 
 
-def trial(site: Site, steps: list[Step], kind: str, seed: int, spread: float) -> dict[str, Any]:
+def trial(
+    site: Site, steps: list[Step], kind: str, seed: int, spread: float, given: dict[str, Any] | None = None
+) -> dict[str, Any]:
     rng = random.Random(seed)
     faults, expected, p = inject(site, kind, rng, len(steps))
+    if given is not None:  # the real command's trial: its faults, no noise
+        faults, p = given, 0.0
     doc = fabric_doc(site, seed, spread=spread, transient={"probability": p, "factor": FACTOR})
     doc["faults"] = {**doc.get("faults", {}), **faults}
     fab = fabric_from_dict(doc, "blame")
@@ -179,6 +184,62 @@ def trial(site: Site, steps: list[Step], kind: str, seed: int, spread: float) ->
     }
 
 
+def site_faults(faults: dict[str, Any]) -> list[dict[str, Any]]:
+    """A trial's fabric faults as a site file's ``sim.faults`` (sim/prepare.py reads them back)."""
+    out: list[dict[str, Any]] = []
+    for kind, entries in faults.items():
+        for f in entries:
+            if kind == "bad_cable":
+                out.append(
+                    {"kind": kind, "nodes": [f["a"], f["b"]], "rail": f["rail"], "factor": f["factor"]}
+                )
+            elif kind == "slow_uplink":  # the site's factor: the share of a rail each flow still gets
+                out.append({"kind": kind, "leaf": f["leaf"], "factor": FACTOR})
+            else:
+                out.append({"kind": kind, **f})
+    return out
+
+
+def real_trial(
+    where: Path, site_path: Path, site: Site, kind: str, seed: int
+) -> tuple[set[str], set[str], set[str]]:
+    """One trial through the command users run (``pytest suites/ -m nccl``, the local executor: the
+    simulated nccl-tests as a process per step, its text archived, parsed and judged), with no noise
+    (without Slurm the steps have no job and step ids to draw it from); and the same fault judged
+    in-process as the trials above. (blamed by the command, blamed in-process, injected)."""
+    faults, expected, _ = inject(site, kind, random.Random(seed), 1)
+    doc = yaml.safe_load(site_path.read_text())
+    doc["name"] = f"real-{kind}"
+    doc["sim"] = {"faults": site_faults(faults)}
+    doc["env"] = {
+        "CLUSTERACCEPT_HOST_PROFILE": str(where / kind / "hosts"),
+        "CLUSTERACCEPT_FABRIC": str(where / kind / "fabric.json"),
+    }
+    doc["tools"] = {"nccl_tests_bin": str(where / kind / "nccl-tests")}
+    path = where / f"real-{kind}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    reports = where / "reports"
+    repo = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-m", "pytest", "suites/", f"--site={path}", "--executor=local"]
+    argv += [f"--reports-dir={reports}", "-m", "nccl", "-q", "-p", "no:randomly"]
+    subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=1800, check=False)
+    from clusteraccept.judge import record
+
+    (run,) = [
+        p for p in (reports / doc["name"]).iterdir() if not p.is_symlink() and (p / "results.json").exists()
+    ]
+    by_command = {
+        c
+        for v in record.load(run)["verdicts"]
+        if v["check"] == "nccl.localization" and v["outcome"] == "fail"
+        for c in str(v.get("labels", {}).get("culprits", "")).split("|")
+        if c
+    }
+    in_site = load_site(str(path), where)
+    in_process = trial(in_site, list(make_plan(in_site, families=()).steps()), kind, seed, 0.0, faults)
+    return by_command, set(in_process["got"]), expected
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", type=int, default=1024)
@@ -187,8 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread", type=float, default=0.02)
     ap.add_argument("--noise-x", type=float, default=2.0)
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument(
+        "--real", type=int, default=0, help="this many nodes (in 2 leaves) through the real command"
+    )
     args = ap.parse_args(argv)
     kinds = args.kinds.split(",")
+    if args.real:
+        return real(args.real, [k for k in kinds if k != "transient"])
     table: Counter[tuple[str, str, str]] = Counter()
     totals = Counter[str]()
     rounds: Counter[tuple[str, int]] = Counter()
@@ -233,6 +299,30 @@ def main(argv: list[str] | None = None) -> int:
         f"nodes={args.nodes} "
         f"noise_sigma={args.spread * args.noise_x:g} "
         f"extra_rounds_max={max(worst.values(), default=0)} wall_s={time.monotonic() - started:.0f}"
+    )
+    return 0
+
+
+def real(nodes: int, kinds: list[str]) -> int:
+    """One trial per kind through the command users run, against the in-process judgement of the same."""
+    agree = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        site_path = site_file(where, nodes, nodes // 2, baselines=False)
+        site = load_site(str(site_path), where)
+        for kind in kinds:
+            by_command, in_process, expected = real_trial(
+                where, site_path, site, kind, 1000 * KINDS.index(kind)
+            )
+            same = by_command == in_process
+            agree += same
+            print(
+                f"{kind:12} command {sorted(by_command)}  in-process {sorted(in_process)}  "
+                f"injected {sorted(expected)}"
+            )
+    print(
+        f"blame-real: trials={len(kinds)} agree={agree} nodes={nodes} wall_s={time.monotonic() - started:.0f}"
     )
     return 0
 

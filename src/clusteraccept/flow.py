@@ -261,6 +261,9 @@ def _confirmed(
         return verdicts
     job = replace(job, nodes=tuple(n for n in job.nodes if n in site.nodes))
     plan = limits.fit(Plan((), (job,)), site, job_limits)
+    # no counter snapshots around the retests: the first pass's judge the links under traffic, and the
+    # retests are a round or two (each snapshot is a step on every node of the job)
+    plan = replace(plan, campaign_jobs=tuple(replace(cj, snapshots=False) for cj in plan.campaign_jobs))
     layer = JobLayer(req.site, req.run_dir, executor=req.executor, block_units=job_limits.block_units)
     for cj in plan.campaign_jobs:
         layer.submit_campaign(cj)

@@ -200,8 +200,6 @@ def suspects_of(site: Site, verdicts: Sequence[Any]) -> Suspects:
                     paths.append((a, b))
                 # a ring over a bad cable goes at its pace: that explains the collectives over both ends
                 blamed_blocks.update((site.block_of(a) or "all", site.block_of(b) or "all", "all"))
-    for a, b in paths:
-        nodes.extend(n for n in (a, b) if n not in nodes)
     seen: set[tuple[str, str]] = set()
     strag: list[Straggler] = []
     for v in verdicts:

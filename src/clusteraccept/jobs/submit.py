@@ -478,13 +478,20 @@ class JobLayer:
         return self.outcomes
 
     def _refresh_starts(self) -> None:
-        queued = [p for p in self._pending if p.started is None and str(getattr(p.job, "job_id", ""))]
-        if not queued or time.monotonic() - self._starts_asked < START_POLL_S:
+        asked = [p for p in self._pending if str(getattr(p.job, "job_id", ""))]
+        if not asked or time.monotonic() - self._starts_asked < START_POLL_S:
             return
         self._starts_asked = time.monotonic()
-        starts = job_starts([str(p.job.job_id) for p in queued], self.site.slurm.slurm_conf)
-        for p in queued:
+        starts = job_starts([str(p.job.job_id) for p in asked], self.site.slurm.slurm_conf)
+        for p in asked:
             st = starts.get(str(p.job.job_id))
+            if p.started is not None:
+                if st is None or st.state in ("COMPLETING", "COMPLETED"):
+                    # squeue no longer lists it: it ended. submitit's own sacct watch asks less and less
+                    # often while a job runs (every 60 s at most, its InfoWatcher): ask it now, or the run
+                    # waits up to a minute for each job, and the confirmation job after the campaigns
+                    _force_check(p.job)
+                continue
             if st is None:  # squeue does not say: submitit's sacct may (a start no earlier than now)
                 if _job_state(p.job) == "RUNNING":
                     p.started = time.monotonic()
@@ -553,6 +560,13 @@ class JobLayer:
         if errors and (missing or state not in OK_STATES):
             msg += f" ({errors[0]})"
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
+
+
+def _force_check(job: Any) -> None:
+    """submitit's Job.done(force_check=True): "Forces the slurm state update" (a failed one is asked
+    again at the next poll)."""
+    with contextlib.suppress(Exception):
+        job.done(force_check=True)
 
 
 def _job_done(job: Any) -> bool:

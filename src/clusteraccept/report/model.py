@@ -165,7 +165,7 @@ def digest(results: Mapping[str, Any]) -> Digest:
                     (v.get("evidence") or ("",))[0],
                 )
             )
-        elif scope in BLOCK_SCOPES:
+        elif scope in BLOCK_SCOPES and not labels.get("attempt"):  # a bisection's half is not the block
             add_block(
                 BlockRow(
                     v["subject"].split(":", 1)[0],

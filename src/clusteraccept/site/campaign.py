@@ -55,9 +55,12 @@ LINE_RATE_FLOOR: dict[str, float] = {"default": 0.70, "alltoall": 0.50, "intra_n
 @dataclass(frozen=True)
 class Confirm:
     """The confirmation round (plan/confirm.py): every suspect re-tested with ``partners`` nodes that
-    proved healthy, in at most ``max_rounds`` rounds; 0 partners turns it off (blame on first evidence)."""
+    proved healthy, in at most ``max_rounds`` rounds; 0 partners turns it off (blame on first evidence).
+    One partner by default, as Google's cluster-health-scanner re-pairs a suspect with one known-good
+    node: a suspect was already slow with every partner it had (or, a cable, slow once with one), and one
+    more slow result with a node proved healthy convicts it; a cable's own pair runs in the same round."""
 
-    partners: int = 2
+    partners: int = 1
     max_rounds: int = 6
 
 
@@ -205,7 +208,7 @@ def _floors(n: Section) -> tuple[tuple[str, float], ...]:
 def _confirm(c: Section) -> Confirm:
     return Confirm(
         partners=c.integer(
-            "partners", "an integer 0-4 (0: no confirmation round)", default=2, minimum=0, maximum=4
+            "partners", "an integer 0-4 (0: no confirmation round)", default=1, minimum=0, maximum=4
         ),
         max_rounds=c.integer("max_rounds", "an integer >= 1", default=6, minimum=1),
     )

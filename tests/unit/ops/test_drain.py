@@ -60,6 +60,29 @@ def test_convictions_from_localization_and_node_checks() -> None:
     }
 
 
+def test_only_confirmed_blame_drains() -> None:
+    """A straggler named by bisection convicts its node; a culprit the confirmation round could not re-test
+    convicts nobody, and a transient is a PASS (checks/confirm.py)."""
+    results = {
+        "verdicts": [
+            verdict("nccl.localization", "node1", "fail", culprits="straggler:node1", confirmation="confirmed"),  # noqa: E501
+            verdict(
+                "nccl.localization",
+                "node2",
+                "fail",
+                culprits="rail:node2:rail1|rail:node2:rail3",
+                confirmation="unconfirmed|confirmed",
+            ),
+            verdict("nccl.localization", "node3", "fail", culprits="rail:node3:rail5", confirmation="unconfirmed"),  # noqa: E501
+            verdict("nccl.localization", "node4", "pass", transient="node4-node1:rail0"),
+        ]
+    }
+    assert convictions(results, NODES, DEFAULT_DRAIN_CHECKS) == {
+        "node1": [Conviction("node1", "nccl.localization", "node")],
+        "node2": [Conviction("node2", "nccl.localization", "rail3")],
+    }
+
+
 def test_someone_elses_drain_is_left_alone_and_ours_not_redone() -> None:
     states = parse_sinfo((DATA / "drain-states.txt").read_text())
     convicted = {n: [Conviction(n, "nccl.localization", "rail5")] for n in ("node2", "node3", "node4")}
