@@ -86,9 +86,15 @@ def confirm(culprits: Sequence[Culprit], retest: pd.DataFrame) -> list[Culprit]:
 
 
 def stragglers(
-    site: Site, suspects: Sequence[Straggler], bisect_rows: Sequence[Mapping[str, Any]]
+    site: Site,
+    suspects: Sequence[Straggler],
+    bisect_rows: Sequence[Mapping[str, Any]],
+    culprits: Sequence[Culprit] = (),
 ) -> list[Culprit]:
-    """The bisection of every straggler suspect that has bisection results."""
+    """The bisection of every straggler suspect that has bisection results. A confirmed culprit whose
+    nodes are all on the slow sides (a cable between two of them, a rail of one), or an uplink of the
+    block, explains the slow collective: no straggler is named for it."""
+    explaining = [c for c in culprits if c.status in ("confirmed", "") and c.kind != "straggler"]
     band = site.nccl.peers.below * BISECT_BAND
     # the largest size of each bisection step (bandwidth-bound)
     best: dict[tuple[str, str, str], tuple[int, float]] = {}
@@ -118,6 +124,12 @@ def stragglers(
             notes.append(f"{_short(a)} {x:.1f} vs {_short(b)} {y:.1f} GB/s")
         if not notes:
             continue  # not bisected (no results): the block's busbw verdict stands alone
+        if any(
+            (c.nodes and set(c.nodes) <= candidates)
+            or (c.kind == "uplink" and g.subject in (c.subject, "all"))
+            for c in explaining
+        ):
+            continue
         where = f"{g.subject}'s {g.collective}"
         halves = "; ".join(notes)
         if decided == 0:
@@ -198,8 +210,8 @@ def suspects_of(site: Site, verdicts: Sequence[Any]) -> Suspects:
                 a, b = split_pair(pair, node_set)
                 if (a, b) not in paths:
                     paths.append((a, b))
-                # a ring over a bad cable goes at its pace: that explains the collectives over both ends
-                blamed_blocks.update((site.block_of(a) or "all", site.block_of(b) or "all", "all"))
+                # one slow result is all a cable suspect has, most often a dip: its block is bisected
+                # anyway, and a confirmed cable inside the slow side explains it (stragglers())
     seen: set[tuple[str, str]] = set()
     strag: list[Straggler] = []
     for v in verdicts:

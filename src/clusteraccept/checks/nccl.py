@@ -561,7 +561,7 @@ def judge_rows(site: Site, verdicts: list[Verdict], rows: list[dict[str, Any]]) 
     culprits = localize(frame)
     if retests or halves:  # blame only what the confirmation job confirms
         culprits = confirm(culprits, pair_frame(site, retests))
-        culprits += stragglers(site, suspects_of(site, verdicts).stragglers, halves)
+        culprits += stragglers(site, suspects_of(site, verdicts).stragglers, halves, culprits)
     verdicts = _untested_unless_explained(verdicts, culprits)
     return verdicts + localization_verdicts(site, frame, culprits, _evidence_by_key(first, retests))
 
