@@ -9,9 +9,9 @@ Retest statuses (``Culprit.status``):
 Without any confirmation evidence (turned off, a run from before it) culprits stand as the first pass found
 them (status "").
 
-Bisection: for each bit, the side whose busbw (at the largest size) is more than the band below the other
-side's holds the straggler; the candidates are the nodes on every slow side. All bits decided: one node is
-named; none decided: the slow block collective did not reproduce (transient); some: a set of nodes is named
+Bisection: for each bit, the side whose busbw (at the largest size) is more than the band (20%) below the
+other side's holds the straggler; the candidates are the nodes on every slow side. All bits decided: one node
+is named; none decided: the slow block collective did not reproduce (transient); some: a set of nodes is named
 on the block, and no node is blamed.
 """
 
@@ -29,7 +29,9 @@ from clusteraccept.plan.confirm import Straggler, Suspects, bisection_sets
 from clusteraccept.site.model import Site
 
 RETESTED = ("rail", "node", "path")
-BISECT_BAND = 1.5  # x nccl.peers.below: two noisy results differ by sqrt(2) x the noise of one
+# x nccl.peers.below: two noisy results differ by sqrt(2) x the noise of one; at 20% a split is decided
+# 3.5 sigma away at twice the noise benchmarks/blame.py assumes, and a straggler at 0.6 is 40% away
+BISECT_BAND = 2.0
 
 
 def _rows_of(c: Culprit, retest: pd.DataFrame) -> pd.DataFrame:
@@ -91,9 +93,10 @@ def stragglers(
     bisect_rows: Sequence[Mapping[str, Any]],
     culprits: Sequence[Culprit] = (),
 ) -> list[Culprit]:
-    """The bisection of every straggler suspect that has bisection results. A confirmed culprit whose
-    nodes are all on the slow sides (a cable between two of them, a rail of one), or an uplink of the
-    block, explains the slow collective: no straggler is named for it."""
+    """The bisection of every straggler suspect that has bisection results. A confirmed culprit with a node
+    among the candidates (a cable's end, a rail's node: a split between a cable's ends is healthy on both
+    sides, and noise can decide it either way), or an uplink of the block, explains the slow collective:
+    no straggler is named for it."""
     explaining = [c for c in culprits if c.status in ("confirmed", "") and c.kind != "straggler"]
     band = site.nccl.peers.below * BISECT_BAND
     # the largest size of each bisection step (bandwidth-bound)
@@ -125,7 +128,7 @@ def stragglers(
         if not notes:
             continue  # not bisected (no results): the block's busbw verdict stands alone
         if any(
-            (c.nodes and set(c.nodes) <= candidates)
+            (c.nodes and set(c.nodes) & candidates)
             or (c.kind == "uplink" and g.subject in (c.subject, "all"))
             for c in explaining
         ):
@@ -169,9 +172,13 @@ def stragglers(
                     f"the straggler of {where} is one of {names}: the splits that would tell them apart "
                     f"are within noise or too small to run ({halves})",
                     status="confirmed",
+                    candidates=tuple(sorted(candidates)),
                 )
             )
-    return out
+    # a block's bisection and the whole set's see the same straggler: a node one of them names explains
+    # the set the other could only narrow it to (a dip in one half can leave a split undecided)
+    named = {c.nodes[0] for c in out if c.kind == "straggler" and c.nodes}
+    return [c for c in out if not (c.candidates and named.intersection(c.candidates))]
 
 
 def _short(nodes: Sequence[str]) -> str:

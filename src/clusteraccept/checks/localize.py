@@ -40,6 +40,7 @@ class Culprit:
     untested: bool = False  # convicted only by steps that did not run or print numbers (frame "failed")
     status: str = ""  # after the confirmation round (checks/confirm.py): confirmed | transient | unconfirmed
     retest: tuple[str, ...] = ()  # the retest results (pair:rail) that decided it
+    candidates: tuple[str, ...] = ()  # a straggler the bisection narrowed to a set: the set
 
 
 def _keys(frame: pd.DataFrame) -> pd.Series:

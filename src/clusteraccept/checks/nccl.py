@@ -529,6 +529,7 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
             v.check == "nccl.launch"
             and v.outcome is Outcome.ERROR
             and ":rail" in v.subject
+            and not v.subject.endswith(":retest")  # a retest that did not run leaves its suspect unconfirmed
             and "untested" not in v.labels
             and v.subject.rpartition(":")[0] not in explained
         ):
