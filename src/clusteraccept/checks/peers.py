@@ -41,10 +41,6 @@ class PeerStats:
 
 def line_rate_GBps(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | None:
     """The line rate a result is bounded by, and how to name it; None where the site does not say."""
-    return _line_rate(site, row)
-
-
-def _line_rate(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | None:
     nodes = row["nodes"]
     if row["kind"] == "node":
         nv = site.node_type(nodes[0]).nvlink_GBps
@@ -71,7 +67,7 @@ def _line_rate(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | None:
 
 
 def _frame(site: Site, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    df = pd.DataFrame(
+    return pd.DataFrame(
         {
             "collective": [r["collective"] for r in rows],
             "scope": [r["scope"] for r in rows],
@@ -81,7 +77,6 @@ def _frame(site: Site, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "busbw_GBps": [float(r["busbw_GBps"]) for r in rows],
         }
     )
-    return df
 
 
 def peer_stats(site: Site, rows: Sequence[Mapping[str, Any]]) -> PeerStats:
