@@ -90,7 +90,9 @@ def why(reports: Path, limit: int = 12) -> str:
     except (OSError, IndexError, ValueError) as exc:
         return f"(no results.json: {exc})"
     jobs = ", ".join(f"{j['name']}={j['state']}" for j in doc.get("jobs", []))
-    bad = [v for v in doc.get("verdicts", []) if v["outcome"] in ("fail", "error")]
+    # errors first: one ERROR makes the run INCOMPLETE, and a dozen FAILs would hide it
+    bad = [v for v in doc.get("verdicts", []) if v["outcome"] == "error"]
+    bad += [v for v in doc.get("verdicts", []) if v["outcome"] == "fail"]
     lines = [f"{v['outcome']} {v['check']}[{v['subject']}]: {v['message'][:300]}" for v in bad[:limit]]
     return f"jobs: {jobs}\n" + "\n".join(lines)
 

@@ -94,8 +94,8 @@ def test_boolean_is_not_a_number(tmp_path: Path) -> None:
 def test_sbatch_time_is_refused_as_suite_managed(tmp_path: Path) -> None:
     bad = GOOD.replace('comment: "clusteraccept acceptance run"', 'time: "04:00:00"')
     msg = _error(tmp_path, bad)
-    assert "slurm.sbatch_options.time: expected no --time: the suite sets each job's --time" in msg
-    assert "slurm.time_limit_min caps it" in msg and "'04:00:00'" in msg
+    assert "slurm.sbatch_options.time: expected an option the suite does not set itself" in msg
+    assert "got --time='04:00:00' (the plan sets each job's --time; cap it with slurm.time_limit_min)" in msg
 
 
 def test_step_rate_must_be_positive(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from clusteraccept.jobs.spool import mark_killed, read_spool
 from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob, kept_rounds, nodes_used
 from clusteraccept.render import render
+from clusteraccept.site.env_file import exported, read_env_file
 from clusteraccept.site.model import Site
 
 GRACE_S = 120.0
@@ -185,6 +186,8 @@ class JobLayer:
         self.grace_s = GRACE_S  # past a job's --time before the run gives up on it (tests shorten it)
         # topology/block's blocks, (BlockSize, nodes): where Slurm will place a job that names its nodes
         self.block_units = tuple(block_units)
+        # credentials (site/env_file.py): read now, in the submitting process only, never written
+        self._secrets = read_env_file(site.env_file) if site.env_file else {}
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
@@ -228,7 +231,8 @@ class JobLayer:
             env.setdefault("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES", every_gpu))
             fn, args = with_env, (env, fn, *args)
         try:
-            return self._executor(name, params).submit(fn, *args)
+            with exported(self._secrets):  # sbatch (and the local executor) pass them on to the job
+                return self._executor(name, params).submit(fn, *args)
         except (FailedSubmissionError, FailedJobError, OSError) as exc:
             text = str(exc)
             lines = [ln for ln in text.splitlines() if "sbatch:" in ln or "error" in ln.lower()]

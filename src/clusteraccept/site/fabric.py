@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from clusteraccept.site.schema import Section
+from clusteraccept.site.schema import Section, refuse_secrets
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,7 @@ def parse_roce(top: Section) -> Roce | None:
 def parse_sharp(top: Section) -> Sharp:
     """The ``sharp`` section (SHARP off unless ``enabled``)."""
     sh = top.section("sharp", ["enabled", "reason", "hello", "env"])
+    refuse_secrets(sh.file, sh.key("env"), sh.str_map("env"))
     return Sharp(
         enabled=sh.flag("enabled", default=False),
         reason=sh.string("reason", default="the site declares no SHARP"),

@@ -22,7 +22,7 @@ from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types
 from clusteraccept.site.operations import KEYS as OPS_KEYS
 from clusteraccept.site.operations import parse_ops
-from clusteraccept.site.schema import Section, expand_repo
+from clusteraccept.site.schema import Section, expand_repo, refuse_control, refuse_secrets
 from clusteraccept.site.slurm import parse_slurm
 
 
@@ -50,6 +50,7 @@ TOP_KEYS = [
     "slurm",
     "setup",
     "env",
+    "env_file",
     "nodes",
     "blocks",
     "node_types",
@@ -114,6 +115,7 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
 
 def parse_site(path: Path, data: Any) -> Site:
     file = str(path)
+    refuse_control(file, data)
     top = Section(file, "", data, TOP_KEYS)
     slurm = parse_slurm(top)
     nodes = expand_hostlist(top, "nodes")
@@ -128,6 +130,7 @@ def parse_site(path: Path, data: Any) -> Site:
         bpath = (path.parent / raw_baselines).resolve()
         baselines_file = str(bpath)
         raw_baselines = _read_yaml(bpath)
+        refuse_control(str(bpath), raw_baselines)
         baselines = load_baselines(str(bpath), raw_baselines, "")
     else:
         baselines = load_baselines(file, raw_baselines)
@@ -152,6 +155,7 @@ def parse_site(path: Path, data: Any) -> Site:
         sim_faults=_faults(top, nodes),
         ops=parse_ops(top, expand_repo),
         gpudirect=parse_gpudirect(top),
+        env_file=_env_file(top, path),
     )
 
 
@@ -160,7 +164,15 @@ def _env(top: Section) -> dict[str, str]:
     for k in env:
         if not re.fullmatch(_ENV_NAME, k):
             raise SiteConfigError(top.file, f"env.{k}", "an environment variable name", repr(k))
+    refuse_secrets(top.file, "env", env)
     return {k: str(expand_repo(v)) for k, v in env.items()}
+
+
+def _env_file(top: Section, path: Path) -> str | None:
+    value = top.string("env_file", "a path to a NAME=value file of credentials (mode 0600)", default=None)
+    if value is None:
+        return None
+    return str((path.parent / str(expand_repo(value))).resolve())
 
 
 def resolve_site_path(name_or_path: str, configs_dir: Path) -> Path:

@@ -38,6 +38,8 @@ class Site:
     sim_faults: tuple[dict[str, Any], ...] = ()
     ops: Ops = field(default_factory=Ops)  # nightly / drain / attest sections (site/operations.py)
     gpudirect: Gpudirect = field(default_factory=Gpudirect)
+    # a file of NAME=value credentials (mode 0600) read at submit time and never written (site/env_file.py)
+    env_file: str | None = None
 
     @cached_property
     def _type_of(self) -> dict[str, NodeType]:

@@ -16,6 +16,12 @@ from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.schema import Section, describe
 
 _HCA = r"[A-Za-z0-9_]+"
+# A network interface name as the kernel allows it (net/core/dev.c dev_valid_name(): 1 to IFNAMSIZ-1 = 15
+# characters, not "." or "..", no '/', ':' or whitespace), and not starting with '-' (it would read as an
+# option of ethtool, ip or mlnx_qos).
+_NETDEV = r"(?!\.{1,2}$)[^-/:\s][^/:\s]{0,14}"
+# A node name as Slurm and DNS take it: letters, digits, '-', '_', '.', starting with a letter or digit.
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
             ) from None
     if not out:
         raise sec.error(key, "at least one node", value)
+    bad = next((n for n in out if not _NODE.fullmatch(n)), None)
+    if bad is not None:
+        raise SiteConfigError(
+            sec.file, sec.key(key), "node names of letters, digits, '-', '_' and '.'", describe(bad)
+        )
     if len(set(out)) != len(out):
         dup = next(n for n in out if out.count(n) > 1)
         raise SiteConfigError(sec.file, sec.key(key), "each node once", f"{dup!r} twice")
@@ -84,7 +95,9 @@ def _rails(sec: Section) -> tuple[Rail, ...]:
                 gpu=gpu,
                 hca=r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),
                 port=r.integer("port", "a port number >= 1", default=1, minimum=1),
-                netdev=r.string("netdev", "a network interface name like 'ibp26s0'", default=None),
+                netdev=r.string(
+                    "netdev", "a network interface name like 'ibp26s0' (<= 15 characters)", None, _NETDEV
+                ),
                 rate_Gbps=r.number("rate_Gbps", "a link rate in Gb/s like 400", default=None, minimum=1),
             )
         )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.redact import is_secret_name
 
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -27,6 +28,60 @@ def describe(value: Any) -> str:
         return f"a list of {len(value)} items"
     text = repr(value)
     return text if len(text) < 60 else text[:57] + "..."
+
+
+# Characters no site value may hold: C0/C1 controls (newline, CR, NUL, ESC, ...) and the Unicode line and
+# paragraph separators. A newline inside an ``#SBATCH`` value ends the line: what follows runs as a command
+# in the batch script, and sbatch stops reading options at the first line that is not a comment, so every
+# option after it is silently dropped. ``description`` (report text only, HTML-escaped) may span lines.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_MULTILINE_KEYS = frozenset({"description"})
+_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # newline and tab allowed
+
+
+def refuse_control(file: str, data: Any, path: str = "") -> None:
+    """Every string of a YAML document (keys and values, at any depth) is one line of printable text.
+
+    Run on the whole document before its sections are read, so no reader can forget it: the one-line error
+    names the file, the key path and the character found."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            key = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str) and (m := _CONTROL.search(k)):
+                where = f"{path}.{k!r}" if path else repr(k)  # the path itself stays one line
+                raise SiteConfigError(file, where, "a key without control characters", _found(k, m))
+            if isinstance(v, str):
+                bad = (_TEXT_CONTROL if k in _MULTILINE_KEYS and not path else _CONTROL).search(v)
+                if bad:
+                    raise SiteConfigError(
+                        file, key, "one line of text without control characters", _found(v, bad)
+                    )
+            else:
+                refuse_control(file, v, key)
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            key = f"{path}[{i}]"
+            if isinstance(v, str) and (m := _CONTROL.search(v)):
+                raise SiteConfigError(file, key, "one line of text without control characters", _found(v, m))
+            refuse_control(file, v, key)
+
+
+def _found(value: str, m: re.Match[str]) -> str:
+    return f"{m[0]!r} at character {m.start() + 1} of {describe(value)}"
+
+
+def refuse_secrets(file: str, key: str, env: dict[str, str]) -> None:
+    """A variable named like a credential (redact.py) is not written into the site file: the job scripts
+    and the run directory a vendor receives would hold it."""
+    for k in env:
+        if is_secret_name(k):
+            raise SiteConfigError(
+                file,
+                f"{key}.{k}",
+                "no credentials in the site file",
+                f"{k}, named like one",
+                f"put {k}=... in the file env_file names (mode 0600), or export it where you submit",
+            )
 
 
 class Section:

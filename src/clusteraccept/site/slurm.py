@@ -8,14 +8,49 @@ job, ``queue_timeout_min`` bounds how long a job may wait in the queue before it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.schema import Section, expand_repo
 
 EXECUTORS = ("slurm", "local", "debug")
-# sbatch options the suite sets itself for each job (from its plan): a site may not set them around it.
-SUITE_MANAGED = {"time": "slurm.time_limit_min caps it", "t": "slurm.time_limit_min caps it"}
+# sbatch options the suite sets itself for each job (jobs/submit.slurm_parameters) or reads from its own key:
+# a site value would contradict the plan (its nodes, its --time, where its logs go) or appear twice in the
+# script. Each names what to use instead.
+_PLAN = "the plan sets it for each job"
+SUITE_MANAGED = {
+    "time": "the plan sets each job's --time; cap it with slurm.time_limit_min",
+    "nodes": _PLAN,
+    "ntasks": _PLAN,
+    "ntasks-per-node": _PLAN,
+    "nodelist": "the plan names each job's nodes (list the site's under nodes:, select with --nodes)",
+    "exclude": "the plan names each job's nodes (list the site's under nodes:, select with --nodes)",
+    "output": "the suite writes each job's logs into the run directory",
+    "error": "the suite writes each job's logs into the run directory",
+    "open-mode": "the suite writes each job's logs into the run directory",
+    "signal": "the suite sets --signal=B:USR2@... (jobs/submit.py)",
+    "job-name": "the suite names each job clusteraccept-<job>",
+    "gpus-per-node": "the plan asks for every GPU of the node types (node_types.<type>.gpus)",
+    "partition": "use slurm.partition",
+    "account": "use slurm.account",
+    "qos": "use slurm.qos",
+    "reservation": "use slurm.reservation",
+    "constraint": "use slurm.constraint",
+    "wckey": "use slurm.wckey",
+    "exclusive": "use slurm.exclusive",
+    "export": "jobs get the submitting environment: variables go under env:, credentials in env_file",
+    "array": "the suite submits one job per plan job",
+    "wrap": "the suite writes each job's script",
+    "hold": "a held job would wait out slurm.queue_timeout_min",
+}
+# sbatch(1) long options: lower-case words joined by '-' (submitit writes `--<key>`, '_' as '-').
+_LONG_OPTION = r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*"
+# A Slurm partition, account, QOS or reservation name: letters, digits, '_', '.', '-', '+', not starting with
+# '-' (it would read as an option); partitions and reservations may be comma-separated lists (sbatch(1):
+# "multiple partitions may be specified by their names in a comma separated list").
+SLURM_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
+SLURM_NAMES = rf"{SLURM_NAME}(?:,{SLURM_NAME})*"
 
 
 @dataclass(frozen=True)
@@ -76,22 +111,17 @@ def parse_slurm(top: Section) -> Slurm:
             "wckey",
         ],
     )
-    options = s.str_map("sbatch_options")
-    for key, why in SUITE_MANAGED.items():
-        if key in options:
-            raise SiteConfigError(
-                s.file,
-                s.key(f"sbatch_options.{key}"),
-                f"no --{key}: the suite sets each job's --time from its plan ({why})",
-                repr(options[key]),
-            )
+    options = _sbatch_options(s)
     return Slurm(
         executor=s.choice("executor", EXECUTORS, default="slurm"),
-        partition=s.string("partition", default=None),
-        account=s.string("account", default=None),
-        qos=s.string("qos", default=None),
-        reservation=s.string("reservation", default=None),
-        constraint=s.string("constraint", default=None),
+        partition=s.string(
+            "partition", "a Slurm partition name (or a comma-separated list)", None, SLURM_NAMES
+        ),
+        account=s.string("account", "a Slurm account name", None, SLURM_NAME),
+        qos=s.string("qos", "a Slurm QOS name", None, SLURM_NAME),
+        reservation=s.string("reservation", "a Slurm reservation name (or a list)", None, SLURM_NAMES),
+        # a feature expression (sbatch(1) --constraint: a&b, a|b, [a*2&b*2], ...): data, quoted as a value
+        constraint=s.string("constraint", "a feature expression not starting with '-'", None, r"[^-].*"),
         exclusive=s.flag("exclusive", default=True),
         time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=None, minimum=1),
         step_timeout_s=s.integer("step_timeout_s", "seconds >= 1", default=600, minimum=1),
@@ -110,6 +140,35 @@ def parse_slurm(top: Section) -> Slurm:
         srun_options=_srun_options(s),
         wckey=s.string("wckey", "a Slurm workload characterization key", None, r"[A-Za-z0-9_.:-]+"),
     )
+
+
+def _sbatch_options(s: Section) -> dict[str, str]:
+    """``sbatch_options``: extra sbatch long options (``comment: ...``, ``gres: ...``), each once, none
+    that the suite sets itself."""
+    options = s.str_map("sbatch_options")
+    seen: dict[str, str] = {}
+    for key in options:
+        where = s.key(f"sbatch_options.{key}")
+        if not re.fullmatch(_LONG_OPTION, key):
+            raise SiteConfigError(
+                s.file,
+                where,
+                "an sbatch long option name without dashes, like 'comment' or 'gres'",
+                repr(key),
+            )
+        name = key.replace("_", "-")
+        if name in SUITE_MANAGED:
+            raise SiteConfigError(
+                s.file,
+                where,
+                "an option the suite does not set itself",
+                f"--{name}={options[key]!r}",
+                SUITE_MANAGED[name],
+            )
+        if name in seen:
+            raise SiteConfigError(s.file, where, "each option once", f"--{name} also as {seen[name]!r}")
+        seen[name] = key
+    return options
 
 
 # srun options the step template sets itself: a site value would contradict what the verdicts assume

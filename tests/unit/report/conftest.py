@@ -1,6 +1,6 @@
 """One real demo run (submitit's local executor, simulated hardware, the demo's injected faults) shared by
-the report tests, made with a credential in the site's job environment, a sign-off and pytest's own
---junitxml beside ours, made once per test session (in this process: ``run_pytest``)."""
+the report tests, made with credentials in the environment its jobs get (the site's env_file), a sign-off
+and pytest's own --junitxml beside ours, made once per test session (in this process: ``run_pytest``)."""
 
 from __future__ import annotations
 
@@ -33,16 +33,18 @@ class DemoRun:
         return data
 
 
-def demo_site(dest: Path, extra_env: dict[str, str]) -> Path:
-    """site-configs/demo.yaml with ``extra_env`` added to its job environment, and its simulated hosts,
-    fabric and nccl-tests under ``dest``'s directory: parallel test workers running the demo must not
-    rewrite each other's (sim.prepare rewrites them at the start of every run)."""
+def demo_site(dest: Path, secrets: dict[str, str]) -> Path:
+    """site-configs/demo.yaml with ``secrets`` in the credentials file it names (env_file, mode 0600: the
+    site file refuses them), and its simulated hosts, fabric and nccl-tests under ``dest``'s directory:
+    parallel test workers running the demo must not rewrite each other's (sim.prepare rewrites them at the
+    start of every run)."""
     text = (REPO / "site-configs" / "demo.yaml").read_text()
     assert "{repo}/.vcluster/sim/demo" in text
     text = text.replace("{repo}/.vcluster/sim/demo", str(dest.parent / "sim"))
-    lines = "".join(f'  {k}: "{v}"\n' for k, v in extra_env.items())
-    assert "\nenv:\n" in text
-    dest.write_text(text.replace("\nenv:\n", "\nenv:\n" + lines, 1))
+    creds = dest.parent / "credentials.env"
+    creds.write_text("".join(f"{k}={v}\n" for k, v in secrets.items()))
+    creds.chmod(0o600)
+    dest.write_text(text + f"env_file: {creds.name}\n")
     return dest
 
 

@@ -5,7 +5,7 @@ the job layer replaced by one returning evidence that carries credentials everyw
 environment: the launcher's ``env NAME=value`` argv, an nccl-tests ``-J`` JSON document (its ``env`` is the
 whole environment; rendered by the simulated nccl-tests), NCCL INFO / shell lines on stderr, a step that
 died printing its environment (whose stderr ends up in the verdict message), a probe's environment dump,
-and a job message. Plus the real demo run, whose site puts credentials in the job environment.
+and a job message. Plus the real demo run, whose jobs get credentials from the site's env_file.
 """
 
 from __future__ import annotations
@@ -136,7 +136,11 @@ def test_secrets_in_evidence_never_reach_the_outputs(
 
 
 def test_the_demo_job_environment_secrets_reach_no_output(demo_run: DemoRun) -> None:
-    assert all(k in demo_run.site.read_text() for k in SECRETS)
-    files = outputs(demo_run.run)
+    """The credentials of the site's env_file reach no file of the run directory: the job scripts,
+    submitit's pickles and logs, the spool, raw/'s bundles (decompressed), the record and the reports."""
+    assert "env_file: credentials.env" in demo_run.site.read_text()
+    every = [p for p in demo_run.run.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.suffix == ".pkl" for p in every) and any(p.suffix == ".sbatch" for p in every)
+    files = {**{p: p.read_bytes() for p in every}, **outputs(demo_run.run)}
     files[demo_run.pytest_junit] = demo_run.pytest_junit.read_bytes()
     assert leaked(files, list(SECRETS.values())) == []
