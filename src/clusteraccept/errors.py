@@ -1,6 +1,10 @@
-"""The project's small error hierarchy (DESIGN.md, Conventions)."""
+"""The project's small error hierarchy (DESIGN.md, Conventions), and how a CLI ends on a closed pipe."""
 
 from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
 
 
 class ClusterAcceptError(Exception):
@@ -31,3 +35,23 @@ class SubmitError(ClusterAcceptError):
 
 class ProbeError(ClusterAcceptError):
     """A node-side collector could not gather what it was asked for."""
+
+
+# --- a command line whose reader went away -------------------------------------------------------------
+# ``python -m clusteraccept.parsers TOOL FILE | head``: Python raises BrokenPipeError at the write after the
+# reader closed the pipe, and again when it flushes stdout at exit. The Python docs' recipe (library/
+# signal.rst, "Note on SIGPIPE") points stdout at devnull so that the second write cannot fail, and exits
+# 1, as Python itself does on EPIPE. No traceback.
+CLOSED_PIPE_EXIT = 1
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """``main()``'s exit status, or CLOSED_PIPE_EXIT, quietly, when stdout's reader closed the pipe."""
+    try:
+        code = main()
+        sys.stdout.flush()  # inside the try: the last buffered lines are where a closed pipe shows
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return CLOSED_PIPE_EXIT

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,8 @@ def test_the_env_file_is_owner_only_and_its_bad_lines_are_not_shown(tmp_path: Pa
     f = tmp_path / "creds.env"
     f.write_text("# site credentials\nexport MY_API_TOKEN=s3cr3t\n\nOTHER_KEY=a=b\n")
     f.chmod(0o644)
-    with pytest.raises(SiteConfigError, match=r"only its owner can read \(chmod 600\), got mode 0644"):
+    owner_only = r"only its owner can read \(chmod 600\), got .*creds.env of mode 0644"
+    with pytest.raises(SiteConfigError, match=owner_only):
         read_env_file(str(f))
     f.chmod(0o600)
     assert read_env_file(str(f)) == {"MY_API_TOKEN": "s3cr3t", "OTHER_KEY": "a=b"}
@@ -185,3 +187,24 @@ def test_the_job_gets_the_credential_and_no_file_of_the_run_holds_it(tmp_path: P
     assert "MY_API_TOKEN" not in os.environ
     found = subprocess.run(["grep", "-rl", secret, str(run)], capture_output=True, text=True, check=False)
     assert found.returncode == 1 and not found.stdout, found.stdout
+
+
+# --- a closed pipe -----------------------------------------------------------------------------------
+
+
+def test_a_cli_whose_reader_goes_away_exits_quietly(tmp_path: Path) -> None:
+    """``python -m clusteraccept.parsers lsmod FILE | head -1``: exit 1 (as Python on EPIPE), no traceback.
+    The output is larger than a pipe's buffer, so the write after the close must fail."""
+    big = tmp_path / "lsmod.txt"
+    rows = [f"mod{i:05d}               16384  0" for i in range(20_000)]
+    big.write_text("Module                  Size  Used by\n" + "\n".join(rows) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusteraccept.parsers", "lsmod", str(big)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().strip() == b"{"
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1 and err == "", err

@@ -187,7 +187,7 @@ class JobLayer:
         # topology/block's blocks, (BlockSize, nodes): where Slurm will place a job that names its nodes
         self.block_units = tuple(block_units)
         # credentials (site/env_file.py): read now, in the submitting process only, never written
-        self._secrets = read_env_file(site.env_file) if site.env_file else {}
+        self._secrets = read_env_file(site.env_file, site.file) if site.env_file else {}
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:

@@ -2,6 +2,7 @@
 
 import sys
 
+from clusteraccept.errors import run_main
 from clusteraccept.parsers.cli import main
 
-sys.exit(main())
+sys.exit(run_main(main))

@@ -22,22 +22,24 @@ from clusteraccept.errors import SiteConfigError
 _LINE = re.compile(r"(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)")
 
 
-def read_env_file(path: str, key: str = "env_file") -> dict[str, str]:
+def read_env_file(path: str, site_file: str = "", key: str = "env_file") -> dict[str, str]:
     """``NAME=value`` lines (``export`` allowed, ``#`` comments, blank lines), from a file only its owner
-    can read. Values are taken as written: no quotes are removed and nothing is expanded."""
+    can read. Values are taken as written: no quotes are removed and nothing is expanded. A file that is
+    missing or readable by others is an error of the site's ``key``; a bad line, of the file's line."""
+    where = (site_file, key) if site_file else (path, "")
     try:
         st = os.stat(path)
         if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise SiteConfigError(
-                path,
-                "",
+                *where,
                 "a credentials file only its owner can read (chmod 600)",
-                f"mode {stat.S_IMODE(st.st_mode):04o}",
-                f"named by the site's {key}",
+                f"{path} of mode {stat.S_IMODE(st.st_mode):04o}",
             )
         text = Path(path).read_text()
     except OSError as exc:
-        raise SiteConfigError(path, "", "a readable credentials file", exc.strerror or str(exc)) from None
+        raise SiteConfigError(
+            *where, "a readable credentials file", f"{path}: {exc.strerror or exc}"
+        ) from None
     out: dict[str, str] = {}
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types
 from clusteraccept.site.operations import KEYS as OPS_KEYS
 from clusteraccept.site.operations import parse_ops
-from clusteraccept.site.schema import Section, expand_repo, refuse_control, refuse_secrets
+from clusteraccept.site.schema import Section, describe, expand_repo, refuse_control, refuse_secrets
 from clusteraccept.site.slurm import parse_slurm
 
 
@@ -140,7 +141,7 @@ def parse_site(path: Path, data: Any) -> Site:
         description=top.string("description", default=""),
         simulated=top.flag("simulated", default=False),
         slurm=slurm,
-        setup=top.str_list("setup", "a list of shell lines", default=()),
+        setup=_setup(top),
         env=_env(top),
         nodes=nodes,
         blocks=blocks,
@@ -157,6 +158,21 @@ def parse_site(path: Path, data: Any) -> Site:
         gpudirect=parse_gpudirect(top),
         env_file=_env_file(top, path),
     )
+
+
+def _setup(top: Section) -> tuple[str, ...]:
+    """``setup``: shell lines by design, run by every job's batch shell before its command (module load,
+    source ...), each one complete line: an open quote or a trailing backslash would swallow the lines the
+    suite writes after it (its exports and its command)."""
+    lines = top.str_list("setup", "a list of shell lines", default=())
+    for i, line in enumerate(lines):
+        try:
+            shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise SiteConfigError(
+                top.file, f"setup[{i}]", "one complete shell line", describe(line), str(exc).lower()
+            ) from None
+    return lines
 
 
 def _env(top: Section) -> dict[str, str]:

@@ -22,6 +22,8 @@ _HCA = r"[A-Za-z0-9_]+"
 _NETDEV = r"(?!\.{1,2}$)[^-/:\s][^/:\s]{0,14}"
 # A node name as Slurm and DNS take it: letters, digits, '-', '_', '.', starting with a letter or digit.
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+NAME_RULE = "letters, digits, '-', '_' and '.', at most 64"
+_NAME_MAX = 64  # block and node type names become parts of job names and file names (NAME_MAX 255)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,13 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
     out: list[NodeType] = []
     owner: dict[str, str] = {}
     for name, sec in types.items():
+        if not _NODE.fullmatch(name) or len(name) > _NAME_MAX:
+            raise SiteConfigError(
+                top.file,
+                f"node_types.{name!r}",
+                f"a node type name like 'h100' ({NAME_RULE})",
+                describe(name),
+            )
         nodes = expand_hostlist(sec, "nodes") if sec.has("nodes") or len(types) > 1 else all_nodes
         for n in nodes:
             if n not in all_nodes:
@@ -165,6 +174,10 @@ def parse_blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tu
     seen: dict[str, str] = {}
     names = set(all_nodes)
     for name in blocks_sec.data:
+        if not _NODE.fullmatch(str(name)) or len(str(name)) > _NAME_MAX:  # it names job files and items
+            raise SiteConfigError(
+                top.file, f"blocks.{name!r}", f"a block name like 'leaf1' ({NAME_RULE})", describe(name)
+            )
         if str(name) in names:  # a block's verdicts would be taken for the node's (judge/items.py)
             raise SiteConfigError(top.file, f"blocks.{name}", "a block name that is not a node's", repr(name))
         members = expand_hostlist(blocks_sec, name)

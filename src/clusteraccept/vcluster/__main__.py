@@ -92,4 +92,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from clusteraccept.errors import run_main
+
+    sys.exit(run_main(main))
