@@ -33,6 +33,11 @@ class SubmitError(ClusterAcceptError):
     """Slurm (or submitit) refused or lost a job; carries Slurm's own message."""
 
 
+class ArchiveError(ClusterAcceptError):
+    """The run directory could not be written (a full filesystem) or an archived bundle is cut off; the
+    message is one line naming the path."""
+
+
 class ProbeError(ClusterAcceptError):
     """A node-side collector could not gather what it was asked for."""
 

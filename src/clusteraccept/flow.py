@@ -216,7 +216,10 @@ def execute(req: Request) -> dict[str, Any]:
     for cj in plan.campaign_jobs:
         layer.submit_campaign(cj)
     outcomes = list(layer.wait())
+    interrupted = layer.interrupted
     del layer  # it holds the outcomes too: their evidence is dropped job by job once archived
+    if interrupted:  # the jobs were cancelled: what came back is judged, the rest is not tested
+        results["interrupted"] = interrupted
     if unavailable is not None and unavailable.missing:
         outcomes = [unavailable, *outcomes]
     results["jobs"] = [_outcome_dict(o) for o in outcomes]
@@ -231,7 +234,7 @@ def execute(req: Request) -> dict[str, Any]:
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
-    if req.nccl and not req.dry_run:
+    if req.nccl and not req.dry_run and not interrupted:
         verdicts = _confirmed(req, site, job_limits, archived, verdicts, nodes, results)
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
@@ -268,6 +271,8 @@ def _confirmed(
     for cj in plan.campaign_jobs:
         layer.submit_campaign(cj)
     outcomes = list(layer.wait())
+    if layer.interrupted:
+        results["interrupted"] = layer.interrupted
     del layer
     results["jobs"].extend(_outcome_dict(o) for o in outcomes)
     results["confirmation"] = {

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 from clusteraccept import flow
-from clusteraccept.errors import SiteConfigError
+from clusteraccept.errors import ArchiveError, SiteConfigError
 from clusteraccept.families import FAMILIES
 from clusteraccept.judge import record
 from clusteraccept.judge.items import Items, group, parts, selected
@@ -374,6 +374,18 @@ def _results(config: pytest.Config) -> dict[str, Any]:
     state = config.stash[STATE]
     if state.results is not None:
         return state.results
+    try:
+        return _run(state)
+    except ArchiveError as exc:  # a full reports filesystem, a bundle cut off: say where, keep the rest
+        pytest.exit(
+            f"{exc}; the run {state.run_dir} is INCOMPLETE: what was archived before stays, nothing was "
+            "judged from it (free the space, then run again, or --rejudge RUN_DIR for a bundle restored)",
+            returncode=pytest.ExitCode.INTERRUPTED,
+        )
+
+
+def _run(state: State) -> dict[str, Any]:
+    """Run (or re-judge, or resume) the run and read back its results."""
     assert state.site is not None and state.run_dir is not None
     if state.rejudge is not None:
         with locked(state.run_dir):

@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.errors import ArchiveError
+
 
 def new_run_id(now: datetime | None = None) -> str:
     """UTC timestamp + short random suffix: a nightly and a manual run never clobber each other."""
@@ -52,8 +54,12 @@ def write_json(path: Path, data: Any) -> None:
     """Atomically (readers never see half a file). Compact: an indented results.json of a 4,096-node run
     (700,000 verdicts) took 30 s to write; ``python -m json.tool`` shows it indented."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":"), default=str))
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, separators=(",", ":"), default=str))
+        tmp.replace(path)
+    except OSError as exc:  # a full reports filesystem: the old file (or none), never half of the new one
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"{path}: could not write: {exc.strerror or exc}") from None
 
 
 def read_json(path: Path) -> Any:

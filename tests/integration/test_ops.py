@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 from vcsite import demo_site_text
 
+from clusteraccept.jobs import archive
 from clusteraccept.jobs.archive import load_all
 from clusteraccept.jobs.slurm_clients import parse_sinfo
 from clusteraccept.judge import record
@@ -378,3 +380,62 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
     assert kept <= nccl_members(run)  # what was reached stays
     report = (run / "report.html").read_text()
     assert "INCOMPLETE" not in report.split("</title>")[0]
+
+
+def _queue(vcluster: Any) -> str:
+    proc = subprocess.run(
+        ["squeue", "-h", "-o", "%j"], env={**os.environ, **vcluster.env}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_sigterm_mid_run_cancels_its_jobs_keeps_what_came_back_and_resume_completes_it(
+    vcluster: Any, tmp_path: Path
+) -> None:
+    """The fault matrix (docs/faults.md), "the run killed mid-run": SIGTERM (as `kill` or Slurm ending the
+    nightly entry at its --time) while the campaigns run. The run cancels every job of it (none is left
+    holding the nodes), archives what came back, records INCOMPLETE; --resume completes it. -m nccl: the
+    campaigns only, for time."""
+    site = write_site(vcluster, tmp_path, [])
+    reports = tmp_path / "reports"
+    argv = [PY, "-m", "pytest", "suites/", f"--site={site}", f"--reports-dir={reports}", "-q", "-p",
+            "no:randomly", "-m", "nccl"]  # fmt: skip
+    with subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        end = time.monotonic() + 240
+        while time.monotonic() < end and not list(reports.glob("demo/*/spool/campaign-*/*.json")):
+            time.sleep(0.2)  # until a campaign has finished a step: some evidence came back, not all
+        assert "clusteraccept-campaign" in _queue(vcluster), "no campaign job is running"
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, _ = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            pytest.fail(f"the run did not end within 300 s of SIGTERM:\n{out[-2000:]}")
+    assert proc.returncode == 1, out[-3000:]
+    assert "clusteraccept-" not in _queue(vcluster)  # cancelled, not left holding the nodes
+    (run,) = runs(reports)
+    before = record.load(run)
+    assert before["interrupted"] == "SIGTERM", before.get("interrupted")
+    cancelled = [j for j in before["jobs"] if j["state"] == "CANCELLED"]
+    assert cancelled and all("interrupted (SIGTERM)" in j["message"] for j in cancelled), before["jobs"]
+    assert any(j["missing"] for j in cancelled)
+    assert banner(before).verdict == "INCOMPLETE"
+    # nothing lost: every bundle reads whole, and every evidence a verdict cites is there
+    kept = nccl_members(run)
+    assert kept, "nothing came back before the signal"
+    cited = {ref for v in before["verdicts"] for ref in v.get("evidence", ()) if "#" in ref}
+    for ref in cited:
+        archive.read(run, ref)
+    again = subprocess.run([*argv[:5], f"--resume={run}", *argv[5:]], capture_output=True, text=True,
+                           cwd=REPO, timeout=900, check=False)  # fmt: skip
+    after = record.load(run)
+    assert all(j["state"] == "COMPLETED" and not j["missing"] for j in after["jobs"]), after["jobs"]
+    assert "interrupted" not in after and after["resumes"][0]["after_interrupted"] == "SIGTERM"
+    # whole again: INCOMPLETE only because -m nccl ran no probe family
+    assert banner(after).reasons == ("check families not run: topology, gpudirect",), banner(after)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert kept <= nccl_members(run)

@@ -20,11 +20,14 @@ import gzip
 import io
 import json
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.errors import ArchiveError
 from clusteraccept.evidence import Evidence, slug
 
 SUFFIX = ".jsonl.gz"
@@ -94,14 +97,18 @@ def _line(member: str, ev: dict[str, Any]) -> str:
 
 def _write(path: Path, lines: list[str]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with (
-        tmp.open("wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=LEVEL, mtime=0) as gz,
-        io.TextIOWrapper(gz, encoding="utf-8") as fh,
-    ):
-        for line in lines:
-            fh.write(line + "\n")
-    tmp.replace(path)  # a reader never sees half a bundle
+    try:
+        with (
+            tmp.open("wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=LEVEL, mtime=0) as gz,
+            io.TextIOWrapper(gz, encoding="utf-8") as fh,
+        ):
+            for line in lines:
+                fh.write(line + "\n")
+        tmp.replace(path)  # a reader never sees half a bundle
+    except OSError as exc:  # a full reports filesystem (ENOSPC), a quota: no half bundle stays behind
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"{path}: could not archive evidence: {exc.strerror or exc}") from None
 
 
 def _bundles(run_dir: Path) -> list[Path]:
@@ -114,10 +121,25 @@ def _one_file_each(run_dir: Path) -> list[Path]:
 
 
 def _members(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            yield d.pop("member"), d
+    """A bundle's members, read whole before any is returned: a bundle cut off (a disk that filled, a copy
+    that stopped) is an error naming it, never read as a complete one."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            members = [json.loads(line) for line in fh]
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as exc:
+        raise ArchiveError(
+            f"{path}: evidence bundle cut off or corrupt ({exc}): {_what(path)} is incomplete, not read"
+        ) from None
+    for d in members:
+        yield d.pop("member"), d
+
+
+def _what(path: Path) -> str:
+    """``raw/campaign-leaf1/r003.jsonl.gz`` -> "round 3 of campaign-leaf1's evidence"."""
+    stem = path.name.removesuffix(SUFFIX)
+    m = re.fullmatch(r"r(\d+)(?:\.\d+)?", stem)
+    what = f"round {int(m[1])}" if m else stem
+    return f"{what} of {path.parent.name}'s evidence"
 
 
 def load_all(run_dir: Path) -> Iterator[tuple[Evidence, str]]:

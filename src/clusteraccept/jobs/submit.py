@@ -12,9 +12,11 @@ import contextlib
 import functools
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,7 @@ class JobLayer:
         self.block_units = tuple(block_units)
         # credentials (site/env_file.py): read now, in the submitting process only, never written
         self._secrets = read_env_file(site.env_file, site.file) if site.env_file else {}
+        self.interrupted: str | None = None  # the signal that ended the wait (SIGINT, SIGTERM), if one did
 
     # --- executors -------------------------------------------------------------------------------------
     def _executor(self, name: str, params: dict[str, Any]) -> Any:
@@ -462,6 +465,32 @@ class JobLayer:
         0.5 s, and squeue which queued jobs have started every 5 s. A local job's state is its process's
         and files' on this machine, cheap to ask: every 0.05 s, so a run on one host (and every unit test
         through the local executor) does not wait up to half a second for each job."""
+        try:
+            with _sigterm_interrupts():
+                self._wait(poll_s)
+        except (KeyboardInterrupt, Interrupted) as exc:
+            self._interrupt("SIGINT" if isinstance(exc, KeyboardInterrupt) else str(exc))
+        return self.outcomes
+
+    def _interrupt(self, signal_name: str) -> None:
+        """Ctrl-C (SIGINT) or SIGTERM while jobs ran: cancel every job of the run (an exclusive campaign
+        left running holds its nodes until its --time), keep what each returned, and report the rest as
+        not tested, so that the run is INCOMPLETE and ``--resume RUN_DIR`` completes it."""
+        self.interrupted = signal_name
+        why = f"the run was interrupted ({signal_name}) and cancelled it"
+        for p in self._pending:
+            _cancel(p.job)  # all at once first: collecting waits for each job to end
+        pending, self._pending = self._pending, []
+        for p in pending:
+            self.outcomes.append(self._collect(p, timed_out=True, why="CANCELLED", note=why))
+        for job in self._deferred:  # shards never submitted: every step of them untested
+            steps = tuple(s.name for r in job.rounds for s in r.steps)
+            self.outcomes.append(
+                JobOutcome(job.name, None, "CANCELLED", missing=steps, message=f"not submitted: {why}")
+            )
+        self._deferred = []
+
+    def _wait(self, poll_s: float | None) -> None:
         slurm = self.executor_name == "slurm"
         if poll_s is None:
             poll_s = 0.5 if slurm else 0.05
@@ -479,7 +508,6 @@ class JobLayer:
                     self._release(p.name, self.outcomes[-1].state)
             if self._pending:
                 time.sleep(poll_s)
-        return self.outcomes
 
     def _refresh_starts(self) -> None:
         asked = [p for p in self._pending if str(getattr(p.job, "job_id", ""))]
@@ -529,11 +557,15 @@ class JobLayer:
             + f"; slurm.queue_timeout_min={self.site.slurm.queue_timeout_min}"
         )
 
-    def _collect(self, p: _Pending, timed_out: bool, why: str = "") -> JobOutcome:
+    def _collect(self, p: _Pending, timed_out: bool, why: str = "", note: str = "") -> JobOutcome:
         job_id = str(getattr(p.job, "job_id", "")) or None
         queue_msg = self._queue_message(p) if why == "QUEUE_TIMEOUT" else ""
         if timed_out:
             _cancel(p.job)
+            # submitit's Job._get_outcome_and_result waits _results_timeout_s (15 s) for a result pickle "if
+            # filesystem is slow": a job this run cancelled writes none, and the spool has what it ran
+            with contextlib.suppress(AttributeError):
+                p.job._results_timeout_s = 0
         state = (why or "WAIT_TIMEOUT") if timed_out else _final_state(p.job)
         evidence: list[Evidence] = []
         errors: list[str] = []
@@ -557,13 +589,36 @@ class JobLayer:
             got = {f"{ev.meta.get('collective')}:{ev.host}" for ev in evidence}
             missing = tuple(s for s in p.nodes if s not in got)
         msg = f"Slurm job {job_id} ended {state}" + (f": {queue_msg}" if queue_msg else "")
-        if p.extra.get("note"):
-            msg += f"; {p.extra['note']}"
+        for said in (p.extra.get("note"), note):
+            if said:
+                msg += f"; {said}"
         if missing:
             msg += f"; nothing came back from {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
         if errors and (missing or state not in OK_STATES):
             msg += f" ({errors[0]})"
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
+
+
+class Interrupted(Exception):
+    """SIGTERM while the run waits for its jobs (SIGINT is Python's KeyboardInterrupt)."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (a `kill`, Slurm ending the scrontab job at its --time) raises :class:`Interrupted` in the
+    waiting loop instead of ending the process at once with the run's jobs still holding their nodes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers are the main thread's only
+        return
+
+    def raise_interrupted(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    before = signal.signal(signal.SIGTERM, raise_interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _force_check(job: Any) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.errors import ArchiveError
 from clusteraccept.judge.verdicts import Outcome
 from clusteraccept.rundir import read_json, write_json
 
@@ -140,6 +141,10 @@ def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str
         con.execute("CREATE INDEX by_outcome ON verdicts (outcome)")
         con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
         con.commit()
+    except (sqlite3.Error, OSError) as exc:  # a full reports filesystem ("database or disk is full")
+        con.close()
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"{run_dir / STORE}: could not write the verdicts: {exc}") from None
     finally:
         con.close()
     tmp.replace(run_dir / STORE)

@@ -244,6 +244,8 @@ def resume_run(
         from clusteraccept.sim.prepare import prepare
 
         prepare(site)
+    if "interrupted" in results:  # the run this completes was interrupted: its record says so, not the run's
+        entry["after_interrupted"] = results.pop("interrupted")
     entry["superseded_evidence"] = supersede(run_dir, rerun, n)
     # within the cluster's limits like the run itself (plan/limits.py): a rerun can be sharded too
     job_limits = flow.limits_of(site, executor or site.slurm.executor)
@@ -255,6 +257,8 @@ def resume_run(
     for cj in small.campaign_jobs:
         layer.submit_campaign(cj)
     outcomes = layer.wait()
+    if layer.interrupted:  # this resume was interrupted too: what it lost is missing again
+        results["interrupted"] = layer.interrupted
     for o in outcomes:
         archive.archive_job(run_dir, o.name, o.evidence)  # before anything parses it
     archived = flow.load_archived(run_dir)

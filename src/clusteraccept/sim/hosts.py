@@ -11,10 +11,12 @@ knows it is simulated.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
+import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +52,34 @@ def faults_for(site: Site, node: str) -> list[dict[str, Any]]:
     return [f for f in site.sim_faults if f.get("node") == node or node in f.get("nodes", [])]
 
 
+PROFILE_LAYOUT = 2  # how write_profile lays a profile out (2: relative links); a change rewrites them
+
+
 def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
-    d = root / node
+    """The node's profile under ``root/node``. Two runs of one simulated site at once (the nightly and a
+    manual one) must not pull the profile from under each other's jobs: an unchanged profile is left as
+    it is, a changed one is written beside it and swapped in."""
+    final = root / node
+    parts_doc = {"layout": PROFILE_LAYOUT, "parts": [asdict(p) for p in parts]}
+    digest = hashlib.sha256(json.dumps(parts_doc, sort_keys=True).encode()).hexdigest()
+    stamp = final / ".parts.sha256"
+    if stamp.exists() and stamp.read_text() == digest:
+        return final
+    d = root / f".{node}.{os.getpid()}.new"
     if d.exists():
         shutil.rmtree(d)
+    _fill_profile(d, parts)
+    (d / ".parts.sha256").write_text(digest)
+    old = root / f".{node}.{os.getpid()}.old"
+    if final.exists():
+        final.rename(old)
+    d.rename(final)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _fill_profile(d: Path, parts: list[Part]) -> None:
     fs = d / "fs"
     (d / "out").mkdir(parents=True)
     index = []
@@ -74,13 +100,13 @@ def write_profile(root: Path, node: str, parts: list[Part]) -> Path:
             link = fs / path.lstrip("/")
             link.parent.mkdir(parents=True, exist_ok=True)
             (fs / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
-            link.symlink_to(fs / dest.lstrip("/"))
+            # relative, as sysfs's own links are: the profile is built beside its place and moved in
+            link.symlink_to(os.path.relpath(fs / dest.lstrip("/"), link.parent))
     # The launcher really runs on a simulated node (it starts the simulated nccl-tests of the site).
     index += [{"match": pattern, "passthrough": True} for pattern in ("srun *", "env *")]
     (d / "commands.json").write_text(json.dumps(index, indent=1))
     if traffic:
         (d / "traffic.json").write_text(json.dumps(traffic, indent=1))
-    return d
 
 
 def build_profiles(site: Site, root: Path) -> list[Path]:

@@ -17,7 +17,7 @@ import argparse
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,18 @@ def check(site: Site, results: Mapping[str, Any]) -> Finding:
     return Finding(tuple(unexplained), tuple(missed), tuple(found), tuple(outside))
 
 
+def pytest_errors(junit: Path) -> tuple[str, ...]:
+    """The items pytest itself reports as errors (an exception outside the verdicts): never injected."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(junit).getroot()
+    return tuple(
+        f"{case.get('classname')}::{case.get('name')} (pytest error)"
+        for case in root.iter("testcase")
+        if case.find("error") is not None
+    )
+
+
 def summary(finding: Finding) -> str:
     if finding.exact:
         line = f"as injected: {len(finding.found)} injected fault(s) found, no other failure"
@@ -172,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m clusteraccept.sim.injected", description=__doc__)
     ap.add_argument("--site", required=True)
     ap.add_argument("--reports-dir", default=str(REPO_ROOT / "reports"))
+    ap.add_argument("--pytest-junit", default=None, help="pytest's --junitxml file: its errored items count")
     ap.add_argument("run_dir", nargs="?", help="default: the site's latest run under --reports-dir")
     args = ap.parse_args(argv)
     site = load_site(args.site, REPO_ROOT / "site-configs")
@@ -185,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         print("dry run: nothing was judged, nothing to compare with the injected faults")
         return 0
     finding = check(site, results)
+    if args.pytest_junit and Path(args.pytest_junit).exists():
+        errored = pytest_errors(Path(args.pytest_junit))
+        finding = replace(finding, unexplained=(*errored, *finding.unexplained))
     print(summary(finding))
     return 0 if finding.exact else 1
 

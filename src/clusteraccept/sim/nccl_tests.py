@@ -178,8 +178,13 @@ def install_bin_dir(path: Path, python: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     for name in BINARIES:
         f = path / name
-        f.write_text(f'#!/bin/sh\nexec {shlex.quote(python)} -m clusteraccept.sim.nccl_tests {name} "$@"\n')
-        f.chmod(f.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        text = f'#!/bin/sh\nexec {shlex.quote(python)} -m clusteraccept.sim.nccl_tests {name} "$@"\n'
+        if f.exists() and f.read_text() == text:
+            continue  # another run of the site may be executing it: never rewrite it in place
+        tmp = f.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        tmp.replace(f)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.plan.commands import env_words
 from clusteraccept.plan.jobs import Step
 from clusteraccept.sim.fabric import Fabric, fabric_from_dict
-from clusteraccept.sim.hosts import build_profiles
+from clusteraccept.sim.hosts import build_profiles, write_atomic
 from clusteraccept.sim.nccl_info import with_info
 from clusteraccept.sim.nccl_tests import install_bin_dir
 from clusteraccept.sim.nccl_tests_options import parse_args
@@ -131,7 +131,7 @@ def prepare(site: Site, python: str | None = None) -> list[Path]:
     if fabric:
         path = Path(fabric)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(fabric_doc(site), indent=1))
+        write_atomic(path, json.dumps(fabric_doc(site), indent=1))  # another run's steps may be reading it
         written.append(path)
     if site.tools.nccl_tests_bin:
         install_bin_dir(Path(site.tools.nccl_tests_bin), python or site.slurm.python or sys.executable)

@@ -103,6 +103,8 @@ def test_secrets_in_evidence_never_reach_the_outputs(
     outcomes = evidence(site)
 
     class Layer:  # the job layer, as if the jobs had run and returned this evidence
+        interrupted = None
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             pass
 

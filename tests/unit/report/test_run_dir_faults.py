@@ -1,0 +1,109 @@
+"""The fault matrix's rows that need no cluster (docs/faults.md): the reports filesystem fills while the
+run archives (ENOSPC), and an archived bundle that was cut off. Each ends with one line naming the path; no
+half-written file stays; what was archived before stays readable."""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import PytestRunner
+
+from clusteraccept.errors import ArchiveError
+from clusteraccept.jobs import archive
+from clusteraccept.judge import record
+from clusteraccept.sim.injected import check, pytest_errors, summary
+from clusteraccept.site.load import load_site
+
+from .conftest import DemoRun, demo_site
+
+
+class FullDisk:
+    """archive.py's ``gzip`` with a disk that fills after ``allowed`` bundles: the next write gets ENOSPC
+    after some bytes reached the file, as on a real full filesystem."""
+
+    open = staticmethod(gzip.open)
+
+    def __init__(self, allowed: int) -> None:
+        self.left = allowed
+
+    def GzipFile(self, *args: Any, **kwargs: Any) -> gzip.GzipFile:  # gzip's own name
+        self.left -= 1
+        if self.left < 0:
+            kwargs["fileobj"].write(b"\x1f\x8b\x08")  # the start of a gzip header, then the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return gzip.GzipFile(*args, **kwargs)
+
+
+def test_a_full_disk_while_archiving_ends_the_run_incomplete_naming_the_path(
+    run_pytest: PytestRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = demo_site(tmp_path / "demo.yaml", {})
+    monkeypatch.setattr(archive, "gzip", FullDisk(allowed=3))
+    proc = run_pytest(
+        "suites/", f"--site={site}", "--executor=local", f"--reports-dir={tmp_path / 'r'}", "-m", "nccl"
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    (run,) = [p for p in (tmp_path / "r" / "demo").iterdir() if not p.is_symlink()]
+    assert f"{run}/raw/" in out and "could not archive evidence: No space left on device" in out, out[-3000:]
+    assert "is INCOMPLETE: what was archived before stays" in out
+    assert not (run / "results.json").exists()  # never half-written: not written
+    assert not [p for p in run.rglob("*.tmp")], list(run.rglob("*.tmp"))
+    kept = sorted(run.glob("raw/*/*.jsonl.gz"))
+    assert len(kept) == 3 and len(list(archive.load_all(run))) > 0  # the three bundles before, whole
+
+
+def test_a_bundle_cut_off_is_named_never_read_as_complete(
+    demo_run: DemoRun, run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run, symlinks=True)
+    cut = run / "raw" / "campaign-leaf1" / "r001.jsonl.gz"
+    data = cut.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ArchiveError) as exc:
+        list(archive.load_all(run))
+    msg = str(exc.value)
+    assert msg.startswith(f"{cut}: evidence bundle cut off or corrupt") and "\n" not in msg
+    assert msg.endswith("round 1 of campaign-leaf1's evidence is incomplete, not read"), msg
+    proc = run_pytest("suites/", f"--site={demo_run.site}", f"--rejudge={run}", "-m", "nccl")
+    assert proc.returncode == 2 and f"{cut}: evidence bundle cut off" in proc.stdout + proc.stderr
+
+
+def test_two_runs_of_one_site_at_once_each_find_exactly_the_injected_faults(tmp_path: Path) -> None:
+    """The nightly and a manual run of the same (simulated) site at the same time: each run has its own
+    directory, both land in the site's history, and neither pulls the simulated nodes from under the other
+    (sim/hosts.write_profile swaps a changed profile in, leaves an unchanged one alone)."""
+    site = demo_site(tmp_path / "demo.yaml", {})
+    reports = tmp_path / "reports"
+
+    def start(i: int) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "pytest", "suites/", f"--site={site}", "--executor=local", "-q",
+                "-p", "no:randomly", "-p", "no:cacheprovider", f"--reports-dir={reports}",
+                f"--junitxml={tmp_path / f'pytest-{i}.xml'}",
+                f"--basetemp={tmp_path / f'bt{i}'}"]  # fmt: skip
+        cwd = Path(__file__).resolve().parents[3]
+        return subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    procs = [start(1), start(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], [o[-2000:] for o in outs]  # the demo's faults fail
+    runs = sorted(p for p in (reports / "demo").iterdir() if p.is_dir() and not p.is_symlink())
+    assert len(runs) == 2
+    loaded = load_site(str(site), Path(__file__).resolve().parents[3] / "site-configs")
+    for run in runs:
+        finding = check(loaded, record.load(run))
+        assert finding.exact and len(finding.found) == 6, summary(finding)
+    for i in (1, 2):
+        assert pytest_errors(tmp_path / f"pytest-{i}.xml") == ()
+    with sqlite3.connect(reports / "demo" / "history.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (2,)
