@@ -117,6 +117,13 @@ def test_slurm_names_are_names(tmp_path: Path, key: str, value: str) -> None:
     assert f"slurm.{key}: expected " in _error(tmp_path, text)
 
 
+@pytest.mark.parametrize("key", ["python", "slurm_conf", "bin_dir"])
+def test_a_path_that_would_read_as_an_option_is_refused(tmp_path: Path, key: str) -> None:
+    text = "\n".join(ln for ln in DEMO.splitlines() if not ln.startswith(f"  {key}:")) + "\n"
+    text = text.replace("\nslurm:\n", f"\nslurm:\n  {key}: --help\n", 1)
+    assert f"slurm.{key}: expected " in _error(tmp_path, text)
+
+
 def test_a_partition_list_is_accepted(tmp_path: Path) -> None:
     f = tmp_path / "site.yaml"
     f.write_text(DEMO.replace("  partition: gpu\n", "  partition: gpu,gpu-spare\n"))

@@ -36,6 +36,7 @@ def describe(value: Any) -> str:
 # option after it is silently dropped. ``description`` (report text only, HTML-escaped) may span lines.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MULTILINE_KEYS = frozenset({"description"})
+PATH_WORD = r"[^-].*"  # a path that cannot be taken for an option where it is a word of a command line
 _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # newline and tab allowed
 
 

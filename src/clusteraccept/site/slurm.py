@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.site.schema import Section, expand_repo
+from clusteraccept.site.schema import PATH_WORD, Section, expand_repo
 
 EXECUTORS = ("slurm", "local", "debug")
 # sbatch options the suite sets itself for each job (jobs/submit.slurm_parameters) or reads from its own key:
@@ -126,9 +126,14 @@ def parse_slurm(top: Section) -> Slurm:
         time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=None, minimum=1),
         step_timeout_s=s.integer("step_timeout_s", "seconds >= 1", default=600, minimum=1),
         sbatch_options=options,
-        python=expand_repo(s.string("python", "a path to the python of the shared virtualenv", default=None)),
-        slurm_conf=expand_repo(s.string("slurm_conf", default=None)),
-        bin_dir=expand_repo(s.string("bin_dir", "a folder holding sbatch, srun, sacct, ...", default=None)),
+        # paths that become words of a command line: one starting with '-' would read as an option there
+        python=expand_repo(
+            s.string("python", "a path to the python of the shared virtualenv", None, PATH_WORD)
+        ),
+        slurm_conf=expand_repo(s.string("slurm_conf", "a path to slurm.conf", None, PATH_WORD)),
+        bin_dir=expand_repo(
+            s.string("bin_dir", "a folder holding sbatch, srun, sacct, ...", None, PATH_WORD)
+        ),
         # srun(1) --mpi=<type>: a plugin name `srun --mpi=list` prints (pmix, pmix_v5, pmi2, none, ...)
         mpi=s.string(
             "mpi", "an MPI plugin name of `srun --mpi=list` (pmix, pmi2, ...)", None, r"[a-z][a-z0-9_]*"
