@@ -562,10 +562,7 @@ class JobLayer:
         queue_msg = self._queue_message(p) if why == "QUEUE_TIMEOUT" else ""
         if timed_out:
             _cancel(p.job)
-            # submitit's Job._get_outcome_and_result waits _results_timeout_s (15 s) for a result pickle "if
-            # filesystem is slow": a job this run cancelled writes none, and the spool has what it ran
-            with contextlib.suppress(AttributeError):
-                p.job._results_timeout_s = 0
+            _no_result_wait(p.job)
         state = (why or "WAIT_TIMEOUT") if timed_out else _final_state(p.job)
         evidence: list[Evidence] = []
         errors: list[str] = []
@@ -573,8 +570,11 @@ class JobLayer:
             missing = p.nodes
         elif p.kind == "probe":
             for i in range(len(p.nodes) if self.executor_name == "slurm" else 1):  # local: one per node
+                task = p.job.task(i)
+                if timed_out:
+                    _no_result_wait(task)  # each task's own wait: 15 s x 1,000 nodes of a cancelled job
                 try:
-                    evidence.extend(p.job.task(i).result())
+                    evidence.extend(task.result())
                 except (UncompletedJobError, FailedJobError, OSError, EOFError) as exc:
                     errors.append(f"task {i}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             got = {ev.host for ev in evidence}
@@ -619,6 +619,13 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def _no_result_wait(job: Any) -> None:
+    """submitit's Job._get_outcome_and_result waits ``_results_timeout_s`` (15 s) for a result pickle "if
+    filesystem is slow": a job (or task) this run cancelled writes none, and the spool has what it ran."""
+    with contextlib.suppress(AttributeError):
+        job._results_timeout_s = 0
 
 
 def _force_check(job: Any) -> None:
