@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_site import _error  # one reader of a site error: one line, naming the file
 
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.env_file import exported, read_env_file
@@ -18,16 +19,6 @@ from clusteraccept.site.load import load_site
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "site-configs"
 DEMO = (CONFIGS / "demo.yaml").read_text()
-
-
-def _error(tmp_path: Path, text: str) -> str:
-    f = tmp_path / "site.yaml"
-    f.write_text(text)
-    with pytest.raises(SiteConfigError) as exc:
-        load_site(str(f), CONFIGS)
-    msg = str(exc.value)
-    assert "\n" not in msg and msg.startswith(f"{f}: "), msg
-    return msg
 
 
 def _slurm(extra: str) -> str:

@@ -39,7 +39,7 @@ def _error(tmp_path: Path, text: str) -> str:
     with pytest.raises(SiteConfigError) as exc:
         load_site(str(f), CONFIGS)
     msg = str(exc.value)
-    assert "\n" not in msg and msg.startswith(str(f))
+    assert "\n" not in msg and msg.startswith(f"{f}: "), msg
     return msg
 
 

@@ -43,7 +43,7 @@ class Part:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` in one rename: a reader sees the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two runs of a site may write it at once
     tmp.write_text(text)
     tmp.replace(path)
 

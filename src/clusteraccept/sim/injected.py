@@ -21,43 +21,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from clusteraccept.site.load import FAULT_FAMILY
 from clusteraccept.site.model import Site
-
-# which family's verdicts each fault kind must fail (the kinds of site/load.FAULT_KINDS)
-FAULT_FAMILY: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("nic_wrong_numa", "pcie_x8"), frozenset({"topology"})),
-    **dict.fromkeys(("peermem_missing", "acs_on", "iommu_translated"), frozenset({"gpudirect"})),
-    **dict.fromkeys(("trust_pcp", "pfc_wrong_prio", "ecn_rp_off", "mtu_1500"), frozenset({"roce"})),
-    "sharp_no_resource": frozenset({"sharp"}),
-    **dict.fromkeys(
-        (
-            "straggler",
-            "slow_rail",
-            "slow_node",
-            "bad_cable",
-            "slow_uplink",
-            "non_mpi",
-            "wrong",
-            "link_errors",
-            "cpu_pinned",
-            "gpu_order",
-            "stray_nic",
-            "shm_fallback",
-            "nccl_conf",
-            "nccl_version",
-        ),
-        frozenset({"nccl"}),
-    ),
-}
-
 
 # kinds that only one check of their family catches (errors under traffic leave busbw intact)
 FAULT_CHECK = {"link_errors": "nccl.link_errors"}
 
 
-def _catches(fault: Mapping[str, Any], families: frozenset[str], v: Mapping[str, Any]) -> bool:
+def _catches(fault: Mapping[str, Any], family: str, v: Mapping[str, Any]) -> bool:
     only = FAULT_CHECK.get(str(fault["kind"]))
-    return v["check"] == only if only else v["family"] in families
+    return bool(v["check"] == only if only else v["family"] == family)
 
 
 @dataclass(frozen=True)
@@ -106,9 +79,7 @@ def check(site: Site, results: Mapping[str, Any]) -> Finding:
     verdicts: Sequence[Mapping[str, Any]] = results.get("verdicts", [])
     families = set(results.get("families", []))
     selected = set(results.get("selected_nodes") or results.get("nodes") or site.nodes)
-    faults = [
-        (f, FAULT_FAMILY.get(str(f["kind"]), frozenset()), fault_nodes(site, f)) for f in site.sim_faults
-    ]
+    faults = [(f, FAULT_FAMILY[str(f["kind"])], fault_nodes(site, f)) for f in site.sim_faults]
     where = [(v, subject_nodes(site, str(v["subject"]))) for v in verdicts]
     unexplained = [
         f"{v['check']}[{v['subject']}] ({v['outcome']})"
@@ -123,11 +94,11 @@ def check(site: Site, results: Mapping[str, Any]) -> Finding:
     for f, fam, fnodes in faults:
         rail = f.get("rail")
         on_rail = re.compile(rf"(?:^|:)rail{rail}(?:$|:)")  # node3:rail5, node1-node2:rail2:sendrecv:1GiB
-        within = bool(fam & families) and bool(fnodes & selected)
+        within = fam in families and bool(fnodes & selected)
         if within and rail is not None:
             within = any(
                 v["outcome"] in ("pass", "fail")
-                and v["family"] in fam
+                and v["family"] == fam
                 and nodes & fnodes
                 and on_rail.search(v["subject"])
                 for v, nodes in where

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.site.schema import PATH_WORD, Section, expand_repo, parse_size_B
+from clusteraccept.site.schema import NOT_AN_OPTION, Section, expand_repo, parse_size_B
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce")
 
@@ -99,8 +99,8 @@ def parse_tools(top: Section) -> Tools:
     """The ``tools`` section (where nccl-tests and perftest are, how nccl-tests is built)."""
     t = top.section("tools", ["nccl_tests_bin", "perftest_bin", "nccl_tests_build"])
     return Tools(
-        nccl_tests_bin=expand_repo(t.string("nccl_tests_bin", "a directory path", None, PATH_WORD)),
-        perftest_bin=expand_repo(t.string("perftest_bin", "a directory path", None, PATH_WORD)),
+        nccl_tests_bin=expand_repo(t.string("nccl_tests_bin", "a directory path", None, NOT_AN_OPTION)),
+        perftest_bin=expand_repo(t.string("perftest_bin", "a directory path", None, NOT_AN_OPTION)),
         nccl_tests_build={k: str(expand_repo(v)) for k, v in t.str_map("nccl_tests_build").items()},
     )
 

@@ -64,33 +64,36 @@ TOP_KEYS = [
     "sim",
     *OPS_KEYS,
 ]
-FAULT_KINDS = (
-    "straggler",
-    "slow_rail",
-    "slow_node",
-    "bad_cable",
-    "slow_uplink",
-    "non_mpi",
-    "wrong",
-    "nic_wrong_numa",
-    "pcie_x8",
-    "peermem_missing",
-    "acs_on",
-    "trust_pcp",
-    "pfc_wrong_prio",
-    "ecn_rp_off",
-    "mtu_1500",
-    "sharp_no_resource",
-    "link_errors",
-    "iommu_translated",
+# The simulator's fault kinds (sim.faults[].kind), each with the check family that must catch it
+# (sim/injected.py: the demo's exit status).
+FAULT_FAMILY: dict[str, str] = {
+    "straggler": "nccl",
+    "slow_rail": "nccl",
+    "slow_node": "nccl",
+    "bad_cable": "nccl",
+    "slow_uplink": "nccl",
+    "non_mpi": "nccl",
+    "wrong": "nccl",
+    "nic_wrong_numa": "topology",
+    "pcie_x8": "topology",
+    "peermem_missing": "gpudirect",
+    "acs_on": "gpudirect",
+    "trust_pcp": "roce",
+    "pfc_wrong_prio": "roce",
+    "ecn_rp_off": "roce",
+    "mtu_1500": "roce",
+    "sharp_no_resource": "sharp",
+    "link_errors": "nccl",
+    "iommu_translated": "gpudirect",
     # what actually ran (issue 18): launch record and NCCL's choices
-    "cpu_pinned",
-    "gpu_order",
-    "stray_nic",
-    "shm_fallback",
-    "nccl_conf",
-    "nccl_version",
-)
+    "cpu_pinned": "nccl",
+    "gpu_order": "nccl",
+    "stray_nic": "nccl",
+    "shm_fallback": "nccl",
+    "nccl_conf": "nccl",
+    "nccl_version": "nccl",
+}
+FAULT_KINDS = tuple(FAULT_FAMILY)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 

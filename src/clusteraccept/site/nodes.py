@@ -50,6 +50,12 @@ class NodeType:
     nvlink_GBps: float | None = None
 
 
+def _check_name(file: str, section: str, name: object, expected: str) -> None:
+    """A block or node type name: it becomes part of job names, file names and pytest item ids."""
+    if not _NODE.fullmatch(str(name)) or len(str(name)) > _NAME_MAX:
+        raise SiteConfigError(file, f"{section}.{name!r}", f"{expected} ({NAME_RULE})", describe(name))
+
+
 def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
     """``node[01-04,07]`` -> names, through python-hostlist (the same syntax as Slurm's)."""
     value = sec.raw(key)
@@ -115,13 +121,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
     out: list[NodeType] = []
     owner: dict[str, str] = {}
     for name, sec in types.items():
-        if not _NODE.fullmatch(name) or len(name) > _NAME_MAX:
-            raise SiteConfigError(
-                top.file,
-                f"node_types.{name!r}",
-                f"a node type name like 'h100' ({NAME_RULE})",
-                describe(name),
-            )
+        _check_name(top.file, "node_types", name, "a node type name like 'h100'")
         nodes = expand_hostlist(sec, "nodes") if sec.has("nodes") or len(types) > 1 else all_nodes
         for n in nodes:
             if n not in all_nodes:
@@ -174,10 +174,7 @@ def parse_blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tu
     seen: dict[str, str] = {}
     names = set(all_nodes)
     for name in blocks_sec.data:
-        if not _NODE.fullmatch(str(name)) or len(str(name)) > _NAME_MAX:  # it names job files and items
-            raise SiteConfigError(
-                top.file, f"blocks.{name!r}", f"a block name like 'leaf1' ({NAME_RULE})", describe(name)
-            )
+        _check_name(top.file, "blocks", name, "a block name like 'leaf1'")
         if str(name) in names:  # a block's verdicts would be taken for the node's (judge/items.py)
             raise SiteConfigError(top.file, f"blocks.{name}", "a block name that is not a node's", repr(name))
         members = expand_hostlist(blocks_sec, name)

@@ -35,8 +35,9 @@ def describe(value: Any) -> str:
 # in the batch script, and sbatch stops reading options at the first line that is not a comment, so every
 # option after it is silently dropped. ``description`` (report text only, HTML-escaped) may span lines.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_MULTILINE_KEYS = frozenset({"description"})
-PATH_WORD = r"[^-].*"  # a path that cannot be taken for an option where it is a word of a command line
+_MULTILINE_KEYS = frozenset({"description"})  # top-level key paths
+# a value (a path, a feature expression) that cannot be taken for an option where it is a command-line word
+NOT_AN_OPTION = r"[^-].*"
 _TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # newline and tab allowed
 
 
@@ -45,26 +46,18 @@ def refuse_control(file: str, data: Any, path: str = "") -> None:
 
     Run on the whole document before its sections are read, so no reader can forget it: the one-line error
     names the file, the key path and the character found."""
-    if isinstance(data, dict):
+    if isinstance(data, str):
+        if m := (_TEXT_CONTROL if path in _MULTILINE_KEYS else _CONTROL).search(data):
+            raise SiteConfigError(file, path, "one line of text without control characters", _found(data, m))
+    elif isinstance(data, dict):
         for k, v in data.items():
-            key = f"{path}.{k}" if path else str(k)
             if isinstance(k, str) and (m := _CONTROL.search(k)):
                 where = f"{path}.{k!r}" if path else repr(k)  # the path itself stays one line
                 raise SiteConfigError(file, where, "a key without control characters", _found(k, m))
-            if isinstance(v, str):
-                bad = (_TEXT_CONTROL if k in _MULTILINE_KEYS and not path else _CONTROL).search(v)
-                if bad:
-                    raise SiteConfigError(
-                        file, key, "one line of text without control characters", _found(v, bad)
-                    )
-            else:
-                refuse_control(file, v, key)
+            refuse_control(file, v, f"{path}.{k}" if path else str(k))
     elif isinstance(data, list):
         for i, v in enumerate(data):
-            key = f"{path}[{i}]"
-            if isinstance(v, str) and (m := _CONTROL.search(v)):
-                raise SiteConfigError(file, key, "one line of text without control characters", _found(v, m))
-            refuse_control(file, v, key)
+            refuse_control(file, v, f"{path}[{i}]")
 
 
 def _found(value: str, m: re.Match[str]) -> str:

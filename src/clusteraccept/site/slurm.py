@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.site.schema import PATH_WORD, Section, expand_repo
+from clusteraccept.site.schema import NOT_AN_OPTION, Section, expand_repo
 
 EXECUTORS = ("slurm", "local", "debug")
 # sbatch options the suite sets itself for each job (jobs/submit.slurm_parameters) or reads from its own key:
@@ -121,18 +121,18 @@ def parse_slurm(top: Section) -> Slurm:
         qos=s.string("qos", "a Slurm QOS name", None, SLURM_NAME),
         reservation=s.string("reservation", "a Slurm reservation name (or a list)", None, SLURM_NAMES),
         # a feature expression (sbatch(1) --constraint: a&b, a|b, [a*2&b*2], ...): data, quoted as a value
-        constraint=s.string("constraint", "a feature expression not starting with '-'", None, r"[^-].*"),
+        constraint=s.string("constraint", "a feature expression not starting with '-'", None, NOT_AN_OPTION),
         exclusive=s.flag("exclusive", default=True),
         time_limit_min=s.integer("time_limit_min", "minutes >= 1", default=None, minimum=1),
         step_timeout_s=s.integer("step_timeout_s", "seconds >= 1", default=600, minimum=1),
         sbatch_options=options,
         # paths that become words of a command line: one starting with '-' would read as an option there
         python=expand_repo(
-            s.string("python", "a path to the python of the shared virtualenv", None, PATH_WORD)
+            s.string("python", "a path to the python of the shared virtualenv", None, NOT_AN_OPTION)
         ),
-        slurm_conf=expand_repo(s.string("slurm_conf", "a path to slurm.conf", None, PATH_WORD)),
+        slurm_conf=expand_repo(s.string("slurm_conf", "a path to slurm.conf", None, NOT_AN_OPTION)),
         bin_dir=expand_repo(
-            s.string("bin_dir", "a folder holding sbatch, srun, sacct, ...", None, PATH_WORD)
+            s.string("bin_dir", "a folder holding sbatch, srun, sacct, ...", None, NOT_AN_OPTION)
         ),
         # srun(1) --mpi=<type>: a plugin name `srun --mpi=list` prints (pmix, pmix_v5, pmi2, none, ...)
         mpi=s.string(
