@@ -206,3 +206,25 @@ def test_a_cli_whose_reader_goes_away_exits_quietly(tmp_path: Path) -> None:
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 1 and err == "", err
+
+
+@pytest.mark.parametrize("line", ["echo 'it", "module load nccl \\\\"])
+def test_a_setup_line_that_would_swallow_the_script_after_it_is_refused(tmp_path: Path, line: str) -> None:
+    text = DEMO.replace("\nnodes:", f'\nsetup: ["{line}"]\nnodes:', 1)
+    assert "setup[0]: expected one complete shell line" in _error(tmp_path, text)
+
+
+def test_a_block_name_that_is_not_a_name_is_refused(tmp_path: Path) -> None:
+    msg = _error(tmp_path, DEMO.replace("  leaf1: ", "  'leaf/1': ", 1))
+    assert "blocks.'leaf/1': expected a block name like 'leaf1'" in msg
+
+
+def test_pytest_item_errors_are_never_injected_faults(tmp_path: Path) -> None:
+    from clusteraccept.sim.injected import pytest_errors
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest"><testcase classname="suites.test_topology" name="t[node1]">'
+        '<error message="OSError"/></testcase><testcase classname="c" name="ok"/></testsuite></testsuites>'
+    )
+    assert pytest_errors(junit) == ("suites.test_topology::t[node1] (pytest error)",)
