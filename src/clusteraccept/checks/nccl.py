@@ -86,6 +86,27 @@ def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any
     return step_findings(site, ev.meta, ev.argv or (), recs, debug, result), debug, []
 
 
+def _timed_out(ev: Evidence) -> str:
+    """A step the driver ended at its timeout: what srun last said (the driver's own 'timed out' line is
+    last), whether the benchmark had begun, and whether this was already the relaunch of a hung launch."""
+    lines = [line.strip() for line in ev.stderr.splitlines() if line.strip()]
+    ours = [line for line in lines if line.startswith("timed out after")]
+    theirs = [
+        line for line in lines if not line.startswith("timed out after") and not line.startswith("srun: ")
+    ]
+    began = (
+        "its benchmark had begun"
+        if launch_record.benchmark_began(ev.stdout)
+        else "its benchmark never began (hung at launch)"
+    )
+    msg = f"step timed out or could not start: {ours[-1] if ours else 'no output'}; {began}"
+    if theirs:
+        msg += f"; last line: {theirs[-1][:200]}"
+    if ev.meta.get("relaunched"):
+        msg += f"; launched twice, the first attempt {ev.meta['relaunched'][:200]}"
+    return msg
+
+
 def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
     """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings."""
     meta = ev.meta
@@ -104,16 +125,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
         return [replace(killed, labels={"untested": "killed_with_job"})], [], []
     if ev.returncode is None:
         return (
-            [
-                error(
-                    "nccl.launch",
-                    FAMILY,
-                    subject,
-                    f"step timed out or could not start: "
-                    f"{ev.stderr.strip().splitlines()[-1] if ev.stderr.strip() else 'no output'}",
-                    evid,
-                )
-            ],
+            [error("nccl.launch", FAMILY, subject, _timed_out(ev), evid)],
             _failed_row(meta, "error"),
             [],
         )

@@ -3,6 +3,14 @@
 * :func:`collect_node` runs on every node of a probe job: the probes of each family, evidence only.
 * :func:`drive_campaign` runs on the first node of a campaign allocation and launches the rounds' srun
   steps itself, all steps of a round at once, each bounded by the step timeout.
+
+A step that timed out before its benchmark printed a line hung in its launch (the PMI fence of MPI_Init:
+nccl-tests src/common.cu prints nothing before MPI_Init but option warnings), not in NCCL or the fabric.
+Seen on Slurm 24.11's mpi/pmix_v5 with 16 concurrent --overlap pair steps in one allocation: 26 of 960
+steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry limit" in slurmd's log).
+Such steps are launched once more, at the end of their wave; one such relaunch wave per job, which
+plan/limits.job_seconds counts in the job's --time. The first attempt stays in the evidence
+(``meta["relaunched"]``). A step that printed anything and then hung is a measurement and is not rerun.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ from typing import Any, TypeVar
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
+from clusteraccept.parsers.launch_record import benchmark_began
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import waves
+from clusteraccept.plan.limits import RELAUNCH_WAVES, waves
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -114,6 +123,38 @@ def _run_wave(
     ]
 
 
+def never_started(ev: Evidence) -> bool:
+    """Timed out with no output but the launch records (probes/launch.py prints one before it execs the
+    benchmark): the step hung before the benchmark began."""
+    return ev.returncode is None and not benchmark_began(ev.stdout)
+
+
+def _first_attempt(ev: Evidence) -> str:
+    """What the hung first attempt leaves to keep: its duration and what srun said (its stdout held only
+    launch records, which the relaunch prints again)."""
+    said = [line for line in ev.stderr.strip().splitlines() if line.strip()]
+    return f"hung {ev.duration_s:.0f} s before the benchmark printed a line; stderr: " + " | ".join(said[-6:])
+
+
+def _relaunch_hung(
+    wave: tuple[Step, ...],
+    evs: list[Evidence],
+    timeout_s: float,
+    round_label: str,
+    local: bool,
+    interval_s: float,
+) -> list[Evidence]:
+    """``evs`` with every step that never started run once more (one wave, at once)."""
+    hung = [i for i, ev in enumerate(evs) if never_started(ev)]
+    if not hung:
+        return evs
+    again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s)
+    out = list(evs)
+    for i, ev in zip(hung, again, strict=True):
+        out[i] = replace(ev, meta={**ev.meta, "relaunched": _first_attempt(evs[i])})
+    return out
+
+
 def _write(path: Path, ev: Evidence) -> None:
     """One spool file, replaced whole: a job killed mid-write leaves the old file or none, never half."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -194,11 +235,15 @@ def drive_campaign(
         (spool_dir / "meta").mkdir(exist_ok=True)
         (spool_dir / "meta" / "node-rails.json").write_text(json.dumps(snap["rails"]))
         results += _snapshot(job, snap, spool_dir, 0, None, local)
+    relaunches_left = RELAUNCH_WAVES
     for seq, rnd in enumerate(job.rounds, 1):
         parts = waves(rnd.steps, job.max_concurrent)
         for k, wave in enumerate(parts, 1):
             t0 = time.monotonic()
             evs = _run_wave(wave, step_timeout_s, rnd.label, local, job.step_interval_s)
+            if relaunches_left and any(never_started(ev) for ev in evs):
+                relaunches_left -= 1
+                evs = _relaunch_hung(wave, evs, step_timeout_s, rnd.label, local, job.step_interval_s)
             wall = time.monotonic() - t0
             extra = {"round_wall_s": f"{wall:.3f}", "round_index": str(seq)}
             if len(parts) > 1:

@@ -138,3 +138,10 @@ def parse(text: str) -> LaunchRecords:
     if not found:
         raise ParseError(0, f"'{MARK.strip()} {{...}}' lines (probes/launch.py)", text[:80])
     return LaunchRecords(found)
+
+
+def benchmark_began(stdout: str) -> bool:
+    """Did the step's benchmark print anything (a line that is not a launch record)? nccl-tests prints
+    nothing before MPI_Init but option warnings (src/common.cu), so a step that timed out without such a
+    line hung in its launch (the PMI fence), not in NCCL."""
+    return any(line.strip() and not line.startswith(MARK) for line in stdout.splitlines())

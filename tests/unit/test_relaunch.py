@@ -1,0 +1,97 @@
+"""A campaign step that hung before its benchmark printed a line (the PMI fence of MPI_Init) is launched once
+more; one that hung after its benchmark began is a measurement and is not (jobs/node_entry.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clusteraccept.jobs.node_entry import drive_campaign
+from clusteraccept.plan.jobs import CampaignJob, Round, Step
+from clusteraccept.plan.limits import DRIVER_MARGIN_S, RELAUNCH_WAVES, Limits, job_seconds
+
+LAUNCH = "echo 'CLUSTERACCEPT-LAUNCH {}'"
+
+
+def _step(subject: str, script: str) -> Step:
+    return Step("pair", "pair_in_block", "sendrecv", ("a", "b"), 0, subject, shape=("sh", "-c", script))
+
+
+def _hangs_once(marker: Path) -> str:
+    # the first run prints its launch record and hangs (as srun in a PMIx fence), the next one measures
+    measure = "echo '# nThread 1 nGpus 1'; exit 0"
+    return f"{LAUNCH}; if [ -e {marker} ]; then {measure}; fi; touch {marker}; exec sleep 30"
+
+
+def _job(*rounds: tuple[Step, ...]) -> CampaignJob:
+    return CampaignJob(
+        "campaign-x", "x", ("a", "b"), tuple(Round(i, f"r{i}", s) for i, s in enumerate(rounds))
+    )
+
+
+def test_a_step_hung_at_launch_runs_once_more_and_keeps_its_first_attempt(tmp_path: Path) -> None:
+    ok = _step("a-b:rail1", "echo '# nThread 1 nGpus 1'")
+    (ev_hung, ev_ok) = drive_campaign(_job((_step("a-b:rail0", _hangs_once(tmp_path / "m")), ok)), 1.5)
+    assert ev_hung.returncode == 0 and "# nThread" in ev_hung.stdout
+    assert re.match(r"hung \d+ s before the benchmark printed a line", ev_hung.meta["relaunched"])
+    assert ev_ok.returncode == 0 and "relaunched" not in ev_ok.meta
+
+
+def test_a_step_hung_after_its_benchmark_began_is_not_rerun(tmp_path: Path) -> None:
+    script = f"{LAUNCH}; echo '# nThread 1 nGpus 1'; exec sleep 30"
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", script),)), 1.0)
+    assert ev.returncode is None and "relaunched" not in ev.meta
+
+
+def test_one_relaunch_wave_per_job_and_its_time_is_counted(tmp_path: Path) -> None:
+    always = f"{LAUNCH}; exec sleep 30"
+    first, second = drive_campaign(_job((_step("a-b:rail0", always),), (_step("a-b:rail1", always),)), 0.5)
+    assert first.returncode is None and "relaunched" in first.meta  # relaunched, and hung again
+    assert second.returncode is None and "relaunched" not in second.meta  # the job's relaunch is spent
+    limits = Limits(
+        max_steps_per_job=10,
+        max_concurrent_steps=0,
+        step_rate_per_s=None,
+        time_limit_min=None,
+        step_timeout_s=100,
+    )
+    one_round = _job((_step("a-b:rail0", always),))
+    two_rounds = _job((_step("a-b:rail0", always),), (_step("a-b:rail1", always),))
+    assert job_seconds(two_rounds, limits, False) - job_seconds(one_round, limits, False) == 100
+    assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + 100 + DRIVER_MARGIN_S
+
+
+def _hung_step(stdout: str, meta: dict[str, str]) -> list[str]:
+    from clusteraccept.checks import nccl
+    from clusteraccept.evidence import Evidence
+    from clusteraccept.site.load import parse_site
+
+    s = parse_site(
+        Path("h.yaml"),
+        {
+            "name": "h",
+            "nodes": "vm",
+            "slurm": {"executor": "local"},
+            "node_types": {"h200x2": {"gpus": 2, "numa_expected": False}},
+            "nccl": {"intra_collectives": ["all_reduce"]},
+        },
+    )
+    where = {
+        "kind": "node",
+        "scope": "intra_node",
+        "collective": "all_reduce",
+        "subject": "vm",
+        "nodes": "vm",
+    }
+    stderr = "srun: StepId=7.3 tasks 0-1: running\nsrun: forcing job termination\ntimed out after 120 s"
+    ev = Evidence("vm", "nccl-tests", argv=("srun",), returncode=None, stdout=stdout, stderr=stderr,
+                  meta={**where, "rail": "", **meta})  # fmt: skip
+    return [v.message for v in nccl.judge(s, [(ev, "raw/x")], s.nodes) if v.check == "nccl.launch"]
+
+
+def test_the_error_of_a_hung_step_says_whether_its_benchmark_began_and_whether_it_was_relaunched() -> None:
+    (msg,) = _hung_step(f"{LAUNCH[6:-1]}\n", {"relaunched": "hung 120 s before the benchmark printed a line"})
+    assert msg.startswith("step timed out or could not start: timed out after 120 s; its benchmark never")
+    assert "launched twice, the first attempt hung 120 s" in msg
+    (msg,) = _hung_step("# nThread 1 nGpus 1\n", {})
+    assert "its benchmark had begun" in msg and "launched twice" not in msg
