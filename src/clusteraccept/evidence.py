@@ -42,6 +42,19 @@ class Evidence:
         return cls(**d)
 
 
+# The line hostio appends to the stderr of a command it ended at its timeout: spelled here only.
+_TIMED_OUT = "timed out after"
+
+
+def timed_out_line(timeout_s: float) -> str:
+    """The stderr line of a command ended at its timeout (hostio), for the reader of the raw evidence."""
+    return f"{_TIMED_OUT} {timeout_s:g} s"
+
+
+def is_timed_out_line(line: str) -> bool:
+    return line.strip().startswith(_TIMED_OUT)
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 

@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
-from clusteraccept.evidence import Evidence
+from clusteraccept.evidence import Evidence, timed_out_line
 
 PROFILE_ENV = "CLUSTERACCEPT_HOST_PROFILE"
 PASSTHROUGH = ("", -1)  # a profile entry for a command that really runs there
@@ -270,7 +270,7 @@ def _finish(r: _Running, host: str, timeout_s: float, timed_out: bool) -> Eviden
             returncode=None,
             stdout=out,
             stderr=err
-            + f"\ntimed out after {timeout_s:g} s"
+            + f"\n{timed_out_line(timeout_s)}"
             + ("; srun was interrupted twice to end its step" if r.interrupts > 1 else ""),
             duration_s=duration_s,
         )

@@ -34,7 +34,7 @@ from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.errors import ParseError
-from clusteraccept.evidence import Evidence
+from clusteraccept.evidence import Evidence, is_timed_out_line
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import launch_record, nccl_debug, nccl_tests, torch_nccl
@@ -87,13 +87,13 @@ def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any
 
 
 def _timed_out(ev: Evidence) -> str:
-    """A step the driver ended at its timeout: what srun last said (the driver's own 'timed out' line is
-    last), whether the benchmark had begun, and whether this was already the relaunch of a hung launch."""
+    """A step the driver ended at its timeout: the driver's own "timed out after" line, the last stderr
+    line the step itself printed (srun's own ``srun: `` lines are left out: after the driver interrupts it
+    they narrate the kill, not the hang), whether the benchmark had begun, and whether this was already the
+    relaunch of a hung launch."""
     lines = [line.strip() for line in ev.stderr.splitlines() if line.strip()]
-    ours = [line for line in lines if line.startswith("timed out after")]
-    theirs = [
-        line for line in lines if not line.startswith("timed out after") and not line.startswith("srun: ")
-    ]
+    ours = [line for line in lines if is_timed_out_line(line)]
+    theirs = [line for line in lines if not is_timed_out_line(line) and not line.startswith("srun: ")]
     began = (
         "its benchmark had begun"
         if launch_record.benchmark_began(ev.stdout)

@@ -136,18 +136,16 @@ def _first_attempt(ev: Evidence) -> str:
     return f"hung {ev.duration_s:.0f} s before the benchmark printed a line; stderr: " + " | ".join(said[-6:])
 
 
-def _relaunch_hung(
+def _relaunch(
     wave: tuple[Step, ...],
     evs: list[Evidence],
+    hung: list[int],
     timeout_s: float,
     round_label: str,
     local: bool,
     interval_s: float,
 ) -> list[Evidence]:
-    """``evs`` with every step that never started run once more (one wave, at once)."""
-    hung = [i for i, ev in enumerate(evs) if never_started(ev)]
-    if not hung:
-        return evs
+    """``evs`` with the steps at ``hung`` (they never started) run once more (one wave, at once)."""
     again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s)
     out = list(evs)
     for i, ev in zip(hung, again, strict=True):
@@ -241,9 +239,10 @@ def drive_campaign(
         for k, wave in enumerate(parts, 1):
             t0 = time.monotonic()
             evs = _run_wave(wave, step_timeout_s, rnd.label, local, job.step_interval_s)
-            if relaunches_left and any(never_started(ev) for ev in evs):
+            hung = [i for i, ev in enumerate(evs) if never_started(ev)]
+            if relaunches_left and hung:
                 relaunches_left -= 1
-                evs = _relaunch_hung(wave, evs, step_timeout_s, rnd.label, local, job.step_interval_s)
+                evs = _relaunch(wave, evs, hung, step_timeout_s, rnd.label, local, job.step_interval_s)
             wall = time.monotonic() - t0
             extra = {"round_wall_s": f"{wall:.3f}", "round_index": str(seq)}
             if len(parts) > 1:
