@@ -24,7 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -158,12 +158,15 @@ def run_many(
     source: str | None = None,
     env: dict[str, str] | None = None,
     start_interval_s: float = 0.0,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Evidence]:
     """Run every command at once (no shell), each with its own timeout, and return their Evidence in order.
 
     One thread for any number of processes: each writes to unlinked temporary files (no pipe to drain,
     so no reader thread per process) and the loop only starts, polls and kills. Starts are spaced
     ``start_interval_s`` apart (a site's step rate). What :func:`run` promises, each command gets.
+    Once ``stop()`` is true no further command is started (the running ones are waited for): those left
+    get an Evidence that says so, returncode None.
     """
     items = [tuple(str(a) for a in argv) for argv in argvs]
     host = hostname()
@@ -172,7 +175,7 @@ def run_many(
     _room_for_files(2 * len(items))
     running: list[_Running] = []
     try:
-        _loop(items, results, running, host, full_env, source, timeout_s, start_interval_s)
+        _loop(items, results, running, host, full_env, source, timeout_s, start_interval_s, stop)
     finally:  # an exception (an interrupt) leaves no child running, as subprocess.run's does not
         for r in running:
             with contextlib.suppress(OSError):
@@ -192,9 +195,18 @@ def _loop(
     source: str | None,
     timeout_s: float,
     start_interval_s: float,
+    stop: Callable[[], bool] | None,
 ) -> None:
     next_i, next_start = 0, time.monotonic()
     while next_i < len(items) or running:
+        if stop is not None and next_i < len(items) and stop():
+            for i in range(next_i, len(items)):
+                argv_t = items[i]
+                why = "not started: the driver was told to stop (its Slurm job is ending)"
+                results[i] = Evidence(
+                    host, source or Path(argv_t[0]).name, argv=argv_t, returncode=None, stderr=why
+                )
+            next_i = len(items)
         now = time.monotonic()
         while next_i < len(items) and now >= next_start:
             argv_t = items[next_i]

@@ -82,6 +82,7 @@ class State:
     due_now: str | None = None  # when "due" is decided: the controller's clock, shared by xdist workers
     scope: due_scope.Scope | None = None  # a due-only run's scope, once known
     report_lines: list[str] = field(default_factory=list)  # regressions / --compare diff, for the summary
+    crashed: str = ""  # the run raised (the first item shows how): the later items do not run it again
 
 
 STATE = pytest.StashKey[State]()
@@ -374,6 +375,13 @@ def _results(config: pytest.Config) -> dict[str, Any]:
     state = config.stash[STATE]
     if state.results is not None:
         return state.results
+    if state.crashed:
+        # every item asks for the run: running it again would submit its jobs again, once per item
+        pytest.exit(
+            f"the run {state.run_dir} failed ({state.crashed}; its traceback is the first item's error); "
+            "nothing was judged, and its jobs were not submitted again",
+            returncode=pytest.ExitCode.INTERNAL_ERROR,
+        )
     try:
         return _run(state)
     except ArchiveError as exc:  # a full reports filesystem, a bundle cut off: say where, keep the rest
@@ -382,6 +390,9 @@ def _results(config: pytest.Config) -> dict[str, Any]:
             "judged from it (free the space, then run again, or --rejudge RUN_DIR for a bundle restored)",
             returncode=pytest.ExitCode.INTERRUPTED,
         )
+    except Exception as exc:
+        state.crashed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise
 
 
 def _run(state: State) -> dict[str, Any]:
@@ -499,7 +510,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None or state.run_dir is None or hasattr(session.config, "workerinput"):
         return
     path = state.run_dir / "results.json"
-    if state.rejudge is not None and state.results is None and state.site is not None and path.exists():
+    if (
+        state.rejudge is not None
+        and state.results is None
+        and state.site is not None
+        and path.exists()
+        and not state.crashed
+    ):
         _results(session.config)  # no selected test asked for verdicts: re-judge anyway, reports follow it
     if path.exists():
         from clusteraccept.report import signoff_block, write_reports

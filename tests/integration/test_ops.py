@@ -423,7 +423,10 @@ def test_sigterm_mid_run_cancels_its_jobs_keeps_what_came_back_and_resume_comple
     cancelled = [j for j in before["jobs"] if j["state"] == "CANCELLED"]
     assert cancelled and all("interrupted (SIGTERM)" in j["message"] for j in cancelled), before["jobs"]
     assert any(j["missing"] for j in cancelled)
-    assert banner(before).verdict == "INCOMPLETE"
+    failed = [
+        (v["check"], v["subject"], v["message"][:300]) for v in before["verdicts"] if v["outcome"] == "fail"
+    ]
+    assert banner(before).verdict == "INCOMPLETE", failed[:5]  # a step cut short by the cancel is not a FAIL
     # nothing lost: every bundle reads whole, and every evidence a verdict cites is there
     kept = nccl_members(run)
     assert kept, "nothing came back before the signal"

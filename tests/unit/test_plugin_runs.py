@@ -213,3 +213,24 @@ def test_limits_that_cannot_hold_a_wave_are_one_line_usage_error(
         "demo.yaml: slurm.time_limit_min: expected room for one wave of campaign-leaf1 (19 min: "
         in proc.stdout
     )
+
+
+def test_a_run_that_raises_runs_once_not_once_per_item(
+    run_pytest: PytestRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item asks for the run's results: a run that raised (a crash in judging, after its jobs ran)
+    must not be run again by the next item, which would submit its jobs again, once per item."""
+    from clusteraccept import flow
+
+    calls: list[object] = []
+
+    def crash(request: object) -> dict[str, Any]:
+        calls.append(request)
+        raise RuntimeError("the judge blew up\nits second line")
+
+    monkeypatch.setattr(flow, "execute", crash)
+    proc = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py")
+    assert len(calls) == 1, proc.stdout[-2000:]
+    assert proc.returncode == pytest.ExitCode.INTERNAL_ERROR, proc.stdout[-2000:]
+    assert "RuntimeError: the judge blew up" in proc.stdout  # the first item's traceback
+    assert "failed (RuntimeError: the judge blew up; its traceback is the first item's error)" in proc.stdout

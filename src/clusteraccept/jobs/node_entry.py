@@ -11,13 +11,24 @@ steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry l
 Such steps are launched once more, at the end of their wave; one such relaunch wave per job, which
 plan/limits.job_seconds counts in the job's --time. The first attempt stays in the evidence
 (``meta["relaunched"]``). A step that printed anything and then hung is a measurement and is not rerun.
+
+SIGTERM to the driver means Slurm is ending its job (scancel, the job's --time, a preemption: "each task
+in each job step is sent SIGTERM followed by SIGKILL", KillWait apart). submitit's own handler only logs
+it ("Bypassing signal SIGTERM", submitit/core/job_environment.py) and the task would run on to SIGKILL,
+launching rounds into a dying job whose steps fail at once ("Expired or invalid job"): the wave that was
+really cut short would then not be the spool's last, and its failures would be judged as results
+(jobs/spool.mark_killed). So the driver starts nothing more, waits for the wave in flight, marks its
+failed steps ``job_ending`` and raises :class:`JobEnding`, so the job's evidence is read from the spool.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +42,38 @@ from clusteraccept.plan.limits import RELAUNCH_WAVES, waves
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
+
+
+class JobEnding(Exception):
+    """SIGTERM reached the campaign driver: its Slurm job is ending (module docstring)."""
+
+
+@contextlib.contextmanager
+def _sigterm_noted() -> Iterator[list[str]]:
+    """While inside: SIGTERM is noted in the yielded list, not acted on (the driver stops between waves).
+    Only the main thread may set a handler (local executor threads note nothing)."""
+    noted: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signal.Signals(signum).name)
+
+    before = signal.signal(signal.SIGTERM, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _end_if(noted: list[str], job: CampaignJob, seq: int) -> None:
+    if noted:
+        raise JobEnding(
+            f"{noted[0]} reached the driver of {job.name} in round {seq} of {len(job.rounds)}: its Slurm job "
+            "is ending (scancel, its --time or a preemption); no later step was started, what ran is in "
+            "the spool"
+        )
 
 
 def with_env(env: dict[str, str], fn: Callable[..., T], *args: Any) -> T:
@@ -55,9 +98,6 @@ def _ignore_usr2() -> None:
     cluster: the surviving tasks lost their results 4 s into a 2-minute job); submit.slurm_parameters sends
     it to the batch shell only, this is for a signal that reaches the task anyway. Slurm's own time limit
     ends a job that overruns. Only the main thread may set a handler (local executor threads skip it)."""
-    import signal
-    import threading
-
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
@@ -104,7 +144,12 @@ def local_argv(step: Step) -> tuple[str, ...]:
 
 
 def _run_wave(
-    wave: tuple[Step, ...], timeout_s: float, round_label: str, local: bool, interval_s: float
+    wave: tuple[Step, ...],
+    timeout_s: float,
+    round_label: str,
+    local: bool,
+    interval_s: float,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Evidence]:
     """One wave's steps at once (paced ``interval_s`` apart), in one thread: no thread per step."""
     argvs = [local_argv(s) if local else s.argv for s in wave]
@@ -113,7 +158,9 @@ def _run_wave(
         by_tool.setdefault(s.tool, []).append(i)
     out: list[Evidence | None] = [None] * len(wave)
     for tool, idx in by_tool.items():  # one tool per campaign in practice: the evidence source
-        evs = hostio.run_many([argvs[i] for i in idx], timeout_s, source=tool, start_interval_s=interval_s)
+        evs = hostio.run_many(
+            [argvs[i] for i in idx], timeout_s, source=tool, start_interval_s=interval_s, stop=stop
+        )
         for i, ev in zip(idx, evs, strict=True):
             out[i] = ev
     return [
@@ -144,9 +191,10 @@ def _relaunch(
     round_label: str,
     local: bool,
     interval_s: float,
+    stop: Callable[[], bool],
 ) -> list[Evidence]:
     """``evs`` with the steps at ``hung`` (they never started) run once more (one wave, at once)."""
-    again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s)
+    again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s, stop)
     out = list(evs)
     for i, ev in zip(hung, again, strict=True):
         out[i] = replace(ev, meta={**ev.meta, "relaunched": _first_attempt(evs[i])})
@@ -234,24 +282,32 @@ def drive_campaign(
         (spool_dir / "meta" / "node-rails.json").write_text(json.dumps(snap["rails"]))
         results += _snapshot(job, snap, spool_dir, 0, None, local)
     relaunches_left = RELAUNCH_WAVES
-    for seq, rnd in enumerate(job.rounds, 1):
-        parts = waves(rnd.steps, job.max_concurrent)
-        for k, wave in enumerate(parts, 1):
-            t0 = time.monotonic()
-            evs = _run_wave(wave, step_timeout_s, rnd.label, local, job.step_interval_s)
-            hung = [i for i, ev in enumerate(evs) if never_started(ev)]
-            if relaunches_left and hung:
-                relaunches_left -= 1
-                evs = _relaunch(wave, evs, hung, step_timeout_s, rnd.label, local, job.step_interval_s)
-            wall = time.monotonic() - t0
-            extra = {"round_wall_s": f"{wall:.3f}", "round_index": str(seq)}
-            if len(parts) > 1:
-                extra["wave"] = f"{k}/{len(parts)}"
-            for ev in evs:
-                ev = replace(ev, meta={**ev.meta, **extra})
-                results.append(ev)
-                if spool_dir:  # each wave's steps at once: a job killed mid-round keeps its earlier waves
-                    _write(spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json", ev)
-        if counting and snap and spool_dir:
-            results += _snapshot(job, snap, spool_dir, seq, rnd, local)
+    with _sigterm_noted() as ending:
+        stop = lambda: bool(ending)  # noqa: E731  (read by hostio between starts)
+        for seq, rnd in enumerate(job.rounds, 1):
+            parts = waves(rnd.steps, job.max_concurrent)
+            for k, wave in enumerate(parts, 1):
+                _end_if(ending, job, seq)
+                t0 = time.monotonic()
+                evs = _run_wave(wave, step_timeout_s, rnd.label, local, job.step_interval_s, stop)
+                hung = [i for i, ev in enumerate(evs) if never_started(ev)]
+                if relaunches_left and hung and not ending:
+                    relaunches_left -= 1
+                    evs = _relaunch(
+                        wave, evs, hung, step_timeout_s, rnd.label, local, job.step_interval_s, stop
+                    )
+                wall = time.monotonic() - t0
+                extra = {"round_wall_s": f"{wall:.3f}", "round_index": str(seq)}
+                if len(parts) > 1:
+                    extra["wave"] = f"{k}/{len(parts)}"
+                for ev in evs:
+                    dying = {"job_ending": ending[0]} if ending and ev.returncode != 0 else {}
+                    ev = replace(ev, meta={**ev.meta, **extra, **dying})
+                    results.append(ev)
+                    if spool_dir:  # each wave's steps at once: a job killed mid-round keeps its earlier waves
+                        _write(spool_dir / f"{slug(ev.meta['collective'] + '_' + ev.host)}.json", ev)
+                _end_if(ending, job, seq)
+            if counting and snap and spool_dir:
+                results += _snapshot(job, snap, spool_dir, seq, rnd, local)
+        _end_if(ending, job, len(job.rounds))  # during the last snapshot: the job did not end well either
     return results

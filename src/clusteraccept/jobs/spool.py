@@ -19,15 +19,18 @@ def mark_killed(evidence: list[Evidence], state: str) -> list[Evidence]:
     over the concurrency cap runs as waves) that did not exit 0 carry ``killed_with_job=<state>``. They
     ran while the job was dying (a node going down fails its steps, the round ends, then Slurm ends the
     job), so their failure says what happened to the job, not to the hardware: the judge reports them as
-    not tested (ERROR) and ``--resume`` reruns them. Failures of earlier rounds and waves are results and
-    stay failures."""
+    not tested (ERROR) and ``--resume`` reruns them. So do the failed steps the driver itself marked
+    ``job_ending`` (SIGTERM reached it while they ran: node_entry.JobEnding), whichever wave they were in.
+    Failures of earlier rounds and waves are results and stay failures."""
     if state.split(" ")[0] in ("COMPLETED", "FINISHED", "DONE"):
         return evidence
     waves = [w for w in map(_wave_of, evidence) if w is not None]
     last = max(waves) if waves else None
     return [
         replace(ev, meta={**ev.meta, "killed_with_job": state.split(" ")[0]})
-        if "collective" in ev.meta and ev.returncode != 0 and _wave_of(ev) == last
+        if "collective" in ev.meta
+        and ev.returncode != 0
+        and (_wave_of(ev) == last or "job_ending" in ev.meta)
         else ev
         for ev in evidence
     ]
