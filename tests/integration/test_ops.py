@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vcsite import demo_site_text
+from vcsite import nccl_members, runs, why, write_site
 
 from clusteraccept.jobs import archive
-from clusteraccept.jobs.archive import load_all
 from clusteraccept.jobs.slurm_clients import parse_sinfo
 from clusteraccept.judge import record
 from clusteraccept.report.model import banner
@@ -30,32 +28,6 @@ from clusteraccept.site.cron import parse_scrontab
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vcluster
 PY = sys.executable
-
-
-def nccl_members(run: Path) -> set[str]:
-    """The names of the run's archived nccl evidence (jobs/archive.py: members of raw/'s bundles)."""
-    return {m for _, ref in load_all(run) if (m := ref.split("#", 1)[-1]).startswith("nccl/")}
-
-
-def write_site(vcluster: Any, tmp: Path, faults: list[str], name: str = "site.yaml") -> Path:
-    """The demo site on this cluster, its simulated hardware under ``tmp``, with ``faults`` only."""
-    text = demo_site_text(vcluster)
-    text = text.replace("{repo}/.vcluster/sim/demo", str(tmp / "sim"))
-    text = text.replace("block_collectives: [all_reduce, alltoall]", "block_collectives: [all_reduce]")
-    text = re.sub(r"sim:\n  faults:\n(    - .*\n)+", "sim:\n  faults: [" + ", ".join(faults) + "]\n", text)
-    text += f"""
-nightly:
-  reports_dir: "{tmp / "reports"}"
-  schedule: "15 3 * * *"
-  summary_file: "{tmp / "summary.txt"}"
-  pytest_args: ["-m", "nccl", "-p", "no:randomly"]
-  scron_options: ["--partition={vcluster.service_partition or vcluster.partition}"]
-drain:
-  max_fraction: 0.5
-"""
-    path = tmp / name
-    path.write_text(text)
-    return path
 
 
 def slurm(vcluster: Any, *argv: str) -> str:
@@ -78,25 +50,6 @@ def nodes_back(vcluster: Any) -> Iterator[None]:
             capture_output=True,
             check=False,
         )
-
-
-def runs(reports: Path, site: str = "demo") -> list[Path]:
-    return sorted(p for p in (reports / site).iterdir() if p.name != "latest" and p.is_dir())
-
-
-def why(reports: Path, limit: int = 12) -> str:
-    """The newest run's job states and its first failed or errored verdicts with their messages (for an
-    assertion message: the summary line names checks, not what went wrong in them)."""
-    try:
-        doc = record.load(runs(reports)[-1])
-    except (OSError, IndexError, ValueError) as exc:
-        return f"(no results.json: {exc})"
-    jobs = ", ".join(f"{j['name']}={j['state']}" for j in doc.get("jobs", []))
-    # errors first: one ERROR makes the run INCOMPLETE, and a dozen FAILs would hide it
-    bad = [v for v in doc.get("verdicts", []) if v["outcome"] == "error"]
-    bad += [v for v in doc.get("verdicts", []) if v["outcome"] == "fail"]
-    lines = [f"{v['outcome']} {v['check']}[{v['subject']}]: {v['message'][:300]}" for v in bad[:limit]]
-    return f"jobs: {jobs}\n" + "\n".join(lines)
 
 
 def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes_back: None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -99,3 +100,20 @@ def test_a_timed_out_srun_is_interrupted_twice_to_end_its_step(tmp_path: Path) -
     plain.chmod(0o755)
     (other,) = hostio.run_many([[str(plain)]], timeout_s=0.3)
     assert other.returncode is None and "SIGINT" not in other.stdout and other.duration_s < 5
+
+
+def test_with_accounting_down_a_jobs_final_state_is_the_controllers(fake_slurm: Any) -> None:
+    """slurmdbd down: sacct cannot answer, and a job whose results came back would stay UNKNOWN (the run
+    INCOMPLETE for nothing). The controller still holds the job: squeue --states=all (docs/faults.md)."""
+    from clusteraccept.jobs.submit import _final_state
+
+    class SlurmJob:  # submit._final_state asks Slurm only for a job of this type name
+        job_id = "4242"
+
+    fake_slurm.answer("sacct", "", 1, "sacct: error: Problem talking to the database: Connection refused")
+    fake_slurm.answer("squeue", "COMPLETED\n")
+    assert _final_state(SlurmJob(), settle_s=0.0) == "COMPLETED"
+    asked = [argv for argv, _ in fake_slurm.calls]
+    assert asked[-1] == ("squeue", "-h", "-j", "4242", "-t", "all", "-o", "%T")
+    fake_slurm.answer("squeue", "", 1, "squeue: error: Unable to contact slurm controller")
+    assert _final_state(SlurmJob(), settle_s=0.0) == "UNKNOWN (results back, final state not yet known)"

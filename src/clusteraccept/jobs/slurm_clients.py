@@ -2,6 +2,8 @@
 
 - ``sacct -j ID -X -n -P -o State``: a job's own state;
 - ``squeue -h -j ID,ID... -o '%i|%T|%S|%r'``: when queued jobs started, or why not yet;
+- ``squeue -h -j ID -t all -o %T``: a job's state as the controller holds it, when sacct cannot answer
+  (slurmdbd down): squeue(1) ``--states=all`` also lists the jobs that ended (kept for MinJobAge);
 - ``scontrol show config`` and ``scontrol show partition``: the cluster's limits on a job (plan/limits.py);
 - ``scontrol show topology``: the blocks (``blocks: slurm``);
 - ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name, %T extended
@@ -47,6 +49,13 @@ def sacct_state(job_id: str) -> str:
     ev = hostio.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State"], timeout_s=30, source="sacct")
     line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
     return line.split()[0]  # "CANCELLED by 0" -> CANCELLED
+
+
+def controller_state(job_id: str) -> str:
+    """The job's state from slurmctld's memory (squeue), for when accounting (sacct) does not answer."""
+    ev = hostio.run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T"], timeout_s=30, source="squeue")
+    line = ev.stdout.strip().splitlines()[0] if ev.ok and ev.stdout.strip() else "UNKNOWN"
+    return line.split()[0]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from submitit.slurm.slurm import _make_sbatch_string
 
 from clusteraccept.errors import SubmitError
 from clusteraccept.evidence import Evidence
-from clusteraccept.jobs.slurm_clients import FINAL_STATES, job_starts, sacct_state
+from clusteraccept.jobs.slurm_clients import FINAL_STATES, controller_state, job_starts, sacct_state
 from clusteraccept.jobs.spool import mark_killed, read_spool
 from clusteraccept.plan import limits
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob, kept_rounds, nodes_used
@@ -650,7 +650,11 @@ def _final_state(job: Any, settle_s: float = 15.0) -> str:
     is_slurm = type(job).__name__ == "SlurmJob"
 
     def state_now() -> str:
-        return sacct_state(job_id) if is_slurm and job_id.isdigit() else _job_state(job)
+        if not (is_slurm and job_id.isdigit()):
+            return _job_state(job)
+        # sacct asks slurmdbd; with accounting down the controller still knows the job (docs/faults.md)
+        state = sacct_state(job_id)
+        return state if state != "UNKNOWN" else controller_state(job_id)
 
     state = state_now()
     while state not in FINAL_STATES and state not in ("FINISHED", "DONE") and time.monotonic() < deadline:

@@ -4,12 +4,15 @@
                                             [--mpi-default PMI] [--nodes N] [--gpus G] [--dir DIR]
     python -m clusteraccept.vcluster down   [--dir DIR]
     python -m clusteraccept.vcluster status [--dir DIR]
+    python -m clusteraccept.vcluster stop-daemon|start-daemon --daemon slurmctld|slurmdbd [--dir DIR]
 
 ``up`` reuses a healthy cluster from the same state dir, or rebuilds from clean, and prints the
 ``export SLURM_CONF=...`` and ``export PATH=...`` lines clients need and how long it took. ``--slurm 24.11``
 (the default) runs Debian 13's Slurm from a root built once under .vcluster/roots; ``--slurm 22.05`` runs
 this host's Debian 12 packages. ``down`` cancels jobs, stops every
 process the cluster started and removes its namespaces, veths and bridge; logs stay in DIR/logs.
+``stop-daemon`` stops slurmctld or slurmdbd and leaves it stopped while jobs run on (the fault matrix:
+a controller restart, accounting down); ``start-daemon`` starts it again, slurmctld recovering its state.
 DIR defaults to $CLUSTERACCEPT_VCLUSTER_DIR, else <repo>/.vcluster. Exit status: 0 ok, 1 failure
 (``status``: 1 if not healthy).
 """
@@ -34,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=("up", "down", "status"))
+    parser.add_argument("command", choices=("up", "down", "status", "stop-daemon", "start-daemon"))
+    parser.add_argument(
+        "--daemon", default="slurmctld", help="stop-daemon/start-daemon: slurmctld or slurmdbd"
+    )
     parser.add_argument("--nodes", type=int, default=4, help="number of nodes (up; default 4)")
     parser.add_argument("--gpus", type=int, default=8, help="fake GPUs per node (up; default 8)")
     parser.add_argument("--dir", type=Path, default=None, help="state dir (default: see above)")
@@ -74,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
             for note in notes:
                 print(f"note: {note}")
             print(f"cluster down in {time.monotonic() - t0:.2f} s")
+            return 0
+        if args.command in ("stop-daemon", "start-daemon"):
+            act = cluster.stop_daemon if args.command == "stop-daemon" else cluster.start_daemon
+            print(act(args.dir, args.daemon))
             return 0
         text = cluster.status(args.dir)
         print(text)

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from clusteraccept.vcluster import config, daemons, flavour, netns, root, start
@@ -338,6 +338,59 @@ def down(state_dir: Path | None = None) -> list[str]:
         notes = _teardown(lay, load(lay))
     event(lay, f"down in {time.monotonic() - t0:.2f} s")
     return notes
+
+
+def stop_daemon(state_dir: Path | None, name: str) -> str:
+    """Stop one control daemon (slurmctld or slurmdbd) of a running cluster and leave it stopped: the
+    fault matrix's "controller restarted" and "accounting down" (docs/faults.md). Jobs and slurmds run on;
+    the cluster is not healthy (``up`` would rebuild it) until :func:`start_daemon` starts it again."""
+    _require_root()
+    lay = _layout(state_dir)
+    with machine_lock():
+        rec, proc = _control(lay, name)
+        if proc is None:
+            raise RuntimeError(f"{lay.root}: {name} is not running (already stopped?)")
+        notes = daemons.stop([proc]) + daemons.wait_reaped([proc])
+        replace(rec, procs=tuple(p for p in rec.procs if p is not proc)).save(lay)
+    event(lay, f"stop-daemon {name}" + "".join(f"; {n}" for n in notes))
+    return f"{name} stopped" + "".join(f"; {n}" for n in notes)
+
+
+def start_daemon(state_dir: Path | None, name: str) -> str:
+    """Start again a control daemon that :func:`stop_daemon` stopped. slurmctld recovers its state (no -c):
+    the jobs that ran on through the outage are its jobs again."""
+    _require_root()
+    lay = _layout(state_dir)
+    t0 = time.monotonic()
+    with machine_lock():
+        rec, proc = _control(lay, name)
+        if proc is not None:
+            raise RuntimeError(f"{lay.root}: {name} is already running (pid {proc.pid})")
+        found = (
+            root.load(root.default_roots_dir().resolve() / f"slurm-{rec.slurm}")
+            if rec.slurm != "22.05"
+            else None
+        )
+        if rec.slurm != "22.05" and found is None:
+            raise RuntimeError(f"{lay.root}: the Slurm {rec.slurm} root is gone; `up` rebuilds the cluster")
+        net = _net(rec.slot, rec.n_nodes, rec.slurm, rec.topology)
+        started = start.restart_control(lay, net, Flavour(rec.slurm, found), name)
+        order = ["munged", "mariadbd", *start.CONTROL_DAEMONS]  # as start_all starts them, slurmds last
+        procs = sorted(
+            (*rec.procs, started), key=lambda p: order.index(p.name) if p.name in order else len(order)
+        )
+        replace(rec, procs=tuple(procs)).save(lay)
+    event(lay, f"start-daemon {name} in {time.monotonic() - t0:.2f} s")
+    return f"{name} started (pid {started.pid}) in {time.monotonic() - t0:.2f} s"
+
+
+def _control(lay: Layout, name: str) -> tuple[Record, Proc | None]:
+    if name not in start.CONTROL_DAEMONS:
+        raise ValueError(f"--daemon: expected one of {', '.join(start.CONTROL_DAEMONS)}, got {name!r}")
+    rec = load(lay)
+    if rec is None:
+        raise RuntimeError(f"{lay.root}: no cluster is up here")
+    return rec, next((p for p in rec.procs if p.name == name and daemons.running(p)), None)
 
 
 def _slurm_line(rec: Record) -> str:

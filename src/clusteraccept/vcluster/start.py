@@ -65,16 +65,13 @@ def start_all(
     """Start every daemon and wait until each answers; ``on_start`` sees each Proc as soon as it exists.
 
     munged and MariaDB are the host's in both flavours; the Slurm daemons are the flavour's."""
-    env = daemon_env(lay)
     procs: list[Proc] = []
 
-    def spawn(name: str, comm: str, ns: str, host: str, argv: list[str]) -> Proc:
-        slurm = name.startswith("slurm")
-        prefix = flavour.prefix(lay, host if comm == "slurmd" else None) if slurm else []
-        p = daemons.spawn(name, comm, ns, host, lay.hosts, argv, lay.logs / f"{name}.out", env, prefix)
+    def started(p: Proc) -> None:
         procs.append(p)
         on_start(p)
-        return p
+
+    spawn = _spawner(lay, flavour, started)
 
     ctl = net.ctl_ns
     munged = spawn(
@@ -124,24 +121,10 @@ def start_all(
         [mariadb],
         lay.logs / "mariadb.log",
     )
-    dbd = spawn("slurmdbd", "slurmdbd", ctl, "ctl", ["slurmdbd", "-D"])
-    daemons.wait_until(
-        "slurmdbd port",
-        lambda: daemons.tcp_open(net.ctl_ip, SLURMDBD_PORT),
-        timeout_s,
-        [dbd],
-        lay.logs / "slurmdbd.log",
-    )
+    start_control(lay, net, spawn, "slurmdbd", timeout_s)
     # -c: start with no jobs and fresh node states (the old job processes are gone); the last job id
     # is still read from StateSaveLocation, so ids continue across rebuilds.
-    ctld = spawn("slurmctld", "slurmctld", ctl, "ctl", ["slurmctld", "-D", "-c", "-f", str(lay.slurm_conf)])
-    daemons.wait_until(
-        "slurmctld port",
-        lambda: daemons.tcp_open(net.ctl_ip, SLURMCTLD_PORT),
-        timeout_s,
-        [ctld],
-        lay.logs / "slurmctld.log",
-    )
+    ctld = start_control(lay, net, spawn, "slurmctld", timeout_s, clean=True)
     slurmds = [
         spawn(
             f"slurmd-node{i}",
@@ -171,6 +154,48 @@ def start_all(
         lay.logs / "slurmctld.log",
     )
     return [p.with_mnt_ns() for p in procs]
+
+
+Spawn = Callable[[str, str, str, str, list[str]], Proc]
+CONTROL_DAEMONS = {"slurmdbd": SLURMDBD_PORT, "slurmctld": SLURMCTLD_PORT}  # name -> the port it answers on
+
+
+def _spawner(lay: Layout, flavour: Flavour, started: Callable[[Proc], object]) -> Spawn:
+    env = daemon_env(lay)
+
+    def spawn(name: str, comm: str, ns: str, host: str, argv: list[str]) -> Proc:
+        slurm = name.startswith("slurm")
+        prefix = flavour.prefix(lay, host if comm == "slurmd" else None) if slurm else []
+        p = daemons.spawn(name, comm, ns, host, lay.hosts, argv, lay.logs / f"{name}.out", env, prefix)
+        started(p)
+        return p
+
+    return spawn
+
+
+def start_control(
+    lay: Layout, net: Net, spawn: Spawn, name: str, timeout_s: float = 60.0, clean: bool = False
+) -> Proc:
+    """Start slurmdbd or slurmctld and wait until its port answers. Without ``clean`` slurmctld recovers
+    its jobs and node states from StateSaveLocation, as `systemctl restart slurmctld` does on a real
+    controller (slurmctld(8): -c "Clear all previous slurmctld state from its last checkpoint")."""
+    argv = ["slurmdbd", "-D"] if name == "slurmdbd" else ["slurmctld", "-D", "-f", str(lay.slurm_conf)]
+    if clean and name == "slurmctld":
+        argv.insert(2, "-c")
+    p = spawn(name, name, net.ctl_ns, "ctl", argv)
+    daemons.wait_until(
+        f"{name} port",
+        lambda: daemons.tcp_open(net.ctl_ip, CONTROL_DAEMONS[name]),
+        timeout_s,
+        [p],
+        lay.logs / f"{name}.log",
+    )
+    return p
+
+
+def restart_control(lay: Layout, net: Net, flavour: Flavour, name: str, timeout_s: float = 60.0) -> Proc:
+    """``name`` (slurmdbd or slurmctld) started again after :func:`cluster.stop_daemon` stopped it."""
+    return start_control(lay, net, _spawner(lay, flavour, lambda p: None), name, timeout_s).with_mnt_ns()
 
 
 def client_env(lay: Layout) -> dict[str, str]:
