@@ -118,10 +118,10 @@ def test_job_time_is_its_worst_case() -> None:
     job = make_plan(site, families=()).campaign_jobs[0]
     lim = limits.resolve(site.slurm)
     rounds = len(job.rounds)
-    # every wave to its step timeout, one relaunch wave (steps hung at launch), the snapshots, the margin
-    expected = (
-        (rounds + limits.RELAUNCH_WAVES) * 60 + (rounds + 1) * limits.SNAPSHOT_S + limits.DRIVER_MARGIN_S
-    )
+    # every wave to its step timeout, one relaunch wave (steps hung at launch or not created, after a wait
+    # for the controller), the snapshots, the margin
+    relaunch = limits.RELAUNCH_WAVES * (60 + limits.CONTROLLER_WAIT_S)
+    expected = rounds * 60 + relaunch + (rounds + 1) * limits.SNAPSHOT_S + limits.DRIVER_MARGIN_S
     assert limits.job_seconds(job, lim, snapshots=True) == expected
     paced = limits.resolve(make_site(4, 4, rails=1, step_rate_per_s=2).slurm)
     steps = sum(len(r.steps) for r in job.rounds)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from clusteraccept.jobs.node_entry import drive_campaign
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import DRIVER_MARGIN_S, RELAUNCH_WAVES, Limits, job_seconds
+from clusteraccept.plan.limits import CONTROLLER_WAIT_S, DRIVER_MARGIN_S, RELAUNCH_WAVES, Limits, job_seconds
 
 LAUNCH = "echo 'CLUSTERACCEPT-LAUNCH {}'"
 
@@ -58,7 +61,8 @@ def test_one_relaunch_wave_per_job_and_its_time_is_counted(tmp_path: Path) -> No
     one_round = _job((_step("a-b:rail0", always),))
     two_rounds = _job((_step("a-b:rail0", always),), (_step("a-b:rail1", always),))
     assert job_seconds(two_rounds, limits, False) - job_seconds(one_round, limits, False) == 100
-    assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + 100 + DRIVER_MARGIN_S
+    relaunch = 100 + CONTROLLER_WAIT_S  # the wait for an unreachable controller, then the wave
+    assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + relaunch + DRIVER_MARGIN_S
 
 
 def _hung_step(stdout: str, meta: dict[str, str]) -> list[str]:
@@ -95,3 +99,52 @@ def test_the_error_of_a_hung_step_says_whether_its_benchmark_began_and_whether_i
     assert "launched twice, the first attempt hung 120 s" in msg
     (msg,) = _hung_step("# nThread 1 nGpus 1\n", {})
     assert "its benchmark had begun" in msg and "launched twice" not in msg
+
+
+def test_a_step_srun_could_not_create_runs_once_more_and_one_that_ran_and_failed_does_not(
+    tmp_path: Path, fake_slurm: Any
+) -> None:
+    # srun's own words when slurmctld stays unreachable past MessageTimeout (src/common/slurm_protocol_api.c
+    # _open_controller retries that long; SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR is not retried by srun)
+    refused = (
+        "srun: error: Unable to create step for job 7: Unable to contact slurm controller (connect failure)"
+    )
+    marker = tmp_path / "m"
+    first_refused = (
+        f"if [ -e {marker} ]; then {LAUNCH}; echo '# nThread 1 nGpus 1'; exit 0; fi; "
+        f"touch {marker}; echo '{refused}' >&2; exit 1"
+    )
+    ran_and_failed = f"{LAUNCH}; echo 'NCCL WARN init failed' >&2; exit 1"
+    fake_slurm.answer("scontrol", "Slurmctld(primary) at ctl is UP\n")  # before the relaunch: it is back
+    ev_refused, ev_failed = drive_campaign(
+        _job((_step("a-b:rail0", first_refused), _step("a-b:rail1", ran_and_failed))), 10.0
+    )
+    assert ev_refused.returncode == 0 and "# nThread" in ev_refused.stdout
+    assert re.match(
+        r"exited 1 after \d+ s before any rank started; stderr: srun: error: Unable to create",
+        ev_refused.meta["relaunched"],
+    )
+    assert ev_refused.meta["relaunched"].endswith("; slurmctld answered after 0 s")
+    assert [argv for argv, _ in fake_slurm.calls] == [("scontrol", "ping")]
+    assert ev_failed.returncode == 1 and "relaunched" not in ev_failed.meta  # its program ran: a result
+
+
+def test_the_relaunch_waits_for_the_controller_a_bounded_time(
+    tmp_path: Path, fake_slurm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusteraccept.jobs import node_entry
+
+    monkeypatch.setattr(node_entry, "CONTROLLER_WAIT_S", 3)
+    fake_slurm.answer(
+        "scontrol", "", 1, "slurm_ping error: Unable to contact slurm controller (connect failure)"
+    )
+    refused = (
+        "echo 'srun: error: Unable to create step for job 7: Unable to contact slurm controller' >&2; exit 1"
+    )
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", refused),)), 10.0)
+    assert ev.returncode == 1  # refused again: the caller reports it, launched twice
+    assert re.search(
+        r"; slurmctld did not answer within [23] s \(slurm_ping error: Unable to contact",
+        ev.meta["relaunched"],
+    )
+    assert 2 <= len(fake_slurm.calls) <= 3  # every 2 s, for at most 3 s

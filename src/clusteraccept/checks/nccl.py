@@ -143,7 +143,12 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
                     FAMILY,
                     subject,
                     f"could not parse {ev.source} output ({path}): {exc}"
-                    + (f"; stderr: {tail}" if tail else ""),
+                    + (f"; stderr: {tail}" if tail else "")
+                    + (
+                        f"; launched twice, the first attempt {ev.meta['relaunched'][:200]}"
+                        if ev.meta.get("relaunched")
+                        else ""
+                    ),
                     evid,
                 )
             ],

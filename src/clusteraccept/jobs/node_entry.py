@@ -8,9 +8,12 @@ A step that timed out before its benchmark printed a line hung in its launch (th
 nccl-tests src/common.cu prints nothing before MPI_Init but option warnings), not in NCCL or the fabric.
 Seen on Slurm 24.11's mpi/pmix_v5 with 16 concurrent --overlap pair steps in one allocation: 26 of 960
 steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry limit" in slurmd's log).
-Such steps are launched once more, at the end of their wave; one such relaunch wave per job, which
-plan/limits.job_seconds counts in the job's --time. The first attempt stays in the evidence
-(``meta["relaunched"]``). A step that printed anything and then hung is a measurement and is not rerun.
+A step that failed before any rank printed its launch record never ran its program: srun could not
+create it (a slurmctld restart longer than MessageTimeout: srun retries the connection that long, then
+"Unable to contact slurm controller"). Such steps are launched once more, at the end of their wave; one
+such relaunch wave per job, which plan/limits.job_seconds counts in the job's --time. The first attempt
+stays in the evidence (``meta["relaunched"]``). A step that printed anything and then hung or failed is a
+measurement and is not rerun.
 
 SIGTERM to the driver means Slurm is ending its job (scancel, the job's --time, a preemption: "each task
 in each job step is sent SIGTERM followed by SIGKILL", KillWait apart). submitit's own handler only logs
@@ -36,9 +39,9 @@ from typing import Any, TypeVar
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
-from clusteraccept.parsers.launch_record import benchmark_began
+from clusteraccept.parsers.launch_record import benchmark_began, launched
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import RELAUNCH_WAVES, waves
+from clusteraccept.plan.limits import CONTROLLER_WAIT_S, RELAUNCH_WAVES, waves
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -171,16 +174,39 @@ def _run_wave(
 
 
 def never_started(ev: Evidence) -> bool:
-    """Timed out with no output but the launch records (probes/launch.py prints one before it execs the
-    benchmark): the step hung before the benchmark began."""
-    return ev.returncode is None and not benchmark_began(ev.stdout)
+    """The step's benchmark never ran: it timed out with no output but the launch records (probes/launch.py
+    prints one before it execs the benchmark: it hung in its launch), or it failed before any rank printed
+    its launch record (srun could not create the step)."""
+    if ev.returncode is None:
+        return not benchmark_began(ev.stdout)
+    return ev.returncode != 0 and not launched(ev.stdout)
 
 
 def _first_attempt(ev: Evidence) -> str:
-    """What the hung first attempt leaves to keep: its duration and what srun said (its stdout held only
+    """What the first attempt leaves to keep: how it ended and what srun said (its stdout held at most
     launch records, which the relaunch prints again)."""
     said = [line for line in ev.stderr.strip().splitlines() if line.strip()]
-    return f"hung {ev.duration_s:.0f} s before the benchmark printed a line; stderr: " + " | ".join(said[-6:])
+    how = (
+        f"hung {ev.duration_s:.0f} s before the benchmark printed a line"
+        if ev.returncode is None
+        else f"exited {ev.returncode} after {ev.duration_s:.0f} s before any rank started"
+    )
+    return f"{how}; stderr: " + " | ".join(said[-6:])
+
+
+def _controller_back(timeout_s: float, stop: Callable[[], bool], poll_s: float = 2.0) -> str:
+    """Wait (at most ``timeout_s``, and not once told to stop) until slurmctld answers ``scontrol ping``
+    ("Slurmctld(primary) at HOST is UP", src/scontrol/scontrol.c); what happened, for the evidence."""
+    t0 = time.monotonic()
+    while True:
+        ev = hostio.run(["scontrol", "ping"], timeout_s=30, source="scontrol-ping")
+        waited = time.monotonic() - t0
+        if " is UP" in ev.stdout:
+            return f"slurmctld answered after {waited:.0f} s"
+        if waited + poll_s > timeout_s or stop():
+            said = ((ev.stdout or ev.stderr).strip().splitlines() or ["no output"])[0][:120]
+            return f"slurmctld did not answer within {waited:.0f} s ({said})"
+        time.sleep(poll_s)
 
 
 def _relaunch(
@@ -193,11 +219,15 @@ def _relaunch(
     interval_s: float,
     stop: Callable[[], bool],
 ) -> list[Evidence]:
-    """``evs`` with the steps at ``hung`` (they never started) run once more (one wave, at once)."""
+    """``evs`` with the steps at ``hung`` (they never started) run once more (one wave, at once). When srun
+    could not create some of them, first wait for the controller (a slurmctld restart)."""
+    waited = ""
+    if not local and any(evs[i].returncode is not None for i in hung):
+        waited = "; " + _controller_back(CONTROLLER_WAIT_S, stop)
     again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s, stop)
     out = list(evs)
     for i, ev in zip(hung, again, strict=True):
-        out[i] = replace(ev, meta={**ev.meta, "relaunched": _first_attempt(evs[i])})
+        out[i] = replace(ev, meta={**ev.meta, "relaunched": _first_attempt(evs[i]) + waited})
     return out
 
 

@@ -145,3 +145,10 @@ def benchmark_began(stdout: str) -> bool:
     nothing before MPI_Init but option warnings (src/common.cu), so a step that timed out without such a
     line hung in its launch (the PMI fence), not in NCCL."""
     return any(line.strip() and not line.startswith(MARK) for line in stdout.splitlines())
+
+
+def launched(stdout: str) -> bool:
+    """Did any rank of the step start (print its launch record)? A step that failed without one never ran
+    its program: srun could not create it (e.g. "Unable to contact slurm controller" while slurmctld
+    restarts, once its MessageTimeout of retries is spent)."""
+    return any(line.startswith(MARK) for line in stdout.splitlines())

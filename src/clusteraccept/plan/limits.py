@@ -47,9 +47,12 @@ PORTS_PER_SRUN = 4
 RPCS_PER_STEP = 2
 SNAPSHOT_S = 120  # a counter snapshot step: its own srun -t 2 (templates/counters_step.j2)
 DRIVER_MARGIN_S = 300  # the driver's start (imports, spool) and its results pickled back
-# Waves of steps that hung before their benchmark began (in the PMI fence of MPI_Init) which the driver
-# launches once more (jobs/node_entry.py): each may take one more step timeout.
+# Waves of steps that hung before their benchmark began (in the PMI fence of MPI_Init) or that srun could not
+# create, which the driver launches once more (jobs/node_entry.py): each may take one more step timeout.
 RELAUNCH_WAVES = 1
+# Before such a wave the driver waits this long at most for an unreachable slurmctld to answer again (a
+# restart of a large controller recovers its state for tens of seconds; srun gives up after MessageTimeout).
+CONTROLLER_WAIT_S = 60
 PROBE_TIME_MIN = 30  # the probe job: ~30 commands per node, each bounded by 60 s, run in turn
 
 
@@ -204,11 +207,11 @@ def _wave_s(n_steps: int, limits: Limits) -> float:
 
 def job_seconds(job: CampaignJob, limits: Limits, snapshots: bool) -> float:
     """The worst case of ``job``: every step running to its bound, and the relaunch of steps that never
-    started (one step timeout per relaunch wave)."""
+    started (one step timeout per relaunch wave, after waiting for the controller)."""
     total = sum(
         _wave_s(len(w), limits) for r in job.rounds for w in waves(r.steps, limits.max_concurrent_steps)
     )
-    total += RELAUNCH_WAVES * limits.step_timeout_s
+    total += RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S)
     return total + (len(job.rounds) + 1) * SNAPSHOT_S * snapshots + DRIVER_MARGIN_S
 
 
