@@ -159,6 +159,7 @@ def run_many(
     env: dict[str, str] | None = None,
     start_interval_s: float = 0.0,
     stop: Callable[[], bool] | None = None,
+    envs: Sequence[dict[str, str]] | None = None,
 ) -> list[Evidence]:
     """Run every command at once (no shell), each with its own timeout, and return their Evidence in order.
 
@@ -166,16 +167,27 @@ def run_many(
     so no reader thread per process) and the loop only starts, polls and kills. Starts are spaced
     ``start_interval_s`` apart (a site's step rate). What :func:`run` promises, each command gets.
     Once ``stop()`` is true no further command is started (the running ones are waited for): those left
-    get an Evidence that says so, returncode None.
+    get an Evidence that says so, returncode None. ``envs``: each command's own additions to ``env``.
     """
     items = [tuple(str(a) for a in argv) for argv in argvs]
     host = hostname()
     full_env = None if env is None else {**os.environ, **env}
+    per = [None if not e else {**(full_env or os.environ), **e} for e in envs] if envs else None
     results: list[Evidence | None] = [None] * len(items)
     _room_for_files(2 * len(items))
     running: list[_Running] = []
     try:
-        _loop(items, results, running, host, full_env, source, timeout_s, start_interval_s, stop)
+        _loop(
+            items,
+            results,
+            running,
+            host,
+            per or [full_env] * len(items),
+            source,
+            timeout_s,
+            start_interval_s,
+            stop,
+        )
     finally:  # an exception (an interrupt) leaves no child running, as subprocess.run's does not
         for r in running:
             with contextlib.suppress(OSError):
@@ -191,7 +203,7 @@ def _loop(
     results: list[Evidence | None],
     running: list[_Running],
     host: str,
-    full_env: dict[str, str] | None,
+    envs: Sequence[dict[str, str] | None],
     source: str | None,
     timeout_s: float,
     start_interval_s: float,
@@ -211,7 +223,7 @@ def _loop(
         while next_i < len(items) and now >= next_start:
             argv_t = items[next_i]
             src = source or Path(argv_t[0]).name
-            started = _answered(argv_t, src, host) or _start(next_i, argv_t, src, host, full_env)
+            started = _answered(argv_t, src, host) or _start(next_i, argv_t, src, host, envs[next_i])
             next_i += 1
             if isinstance(started, Evidence):  # answered (host profile) or refused: nothing started
                 results[next_i - 1] = started

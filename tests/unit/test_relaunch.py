@@ -148,3 +148,10 @@ def test_the_relaunch_waits_for_the_controller_a_bounded_time(
         ev.meta["relaunched"],
     )
     assert 2 <= len(fake_slurm.calls) <= 3  # every 2 s, for at most 3 s
+
+
+def test_a_multi_node_step_is_launched_with_its_own_nodes_as_slurm_job_nodelist() -> None:
+    """Slurm's mpi/pmix resolves some peers of a step through SLURM_JOB_NODELIST by their index in the step
+    (node_entry.step_env): each step's srun gets its own nodes there."""
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", 'echo "# nodes $SLURM_JOB_NODELIST"'),)), 10.0)
+    assert ev.returncode == 0 and ev.stdout.strip() == "# nodes a,b"
