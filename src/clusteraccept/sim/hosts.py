@@ -102,8 +102,9 @@ def _fill_profile(d: Path, parts: list[Part]) -> None:
             (fs / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
             # relative, as sysfs's own links are: the profile is built beside its place and moved in
             link.symlink_to(os.path.relpath(fs / dest.lstrip("/"), link.parent))
-    # The launcher really runs on a simulated node (it starts the simulated nccl-tests of the site).
-    index += [{"match": pattern, "passthrough": True} for pattern in ("srun *", "env *")]
+    # The launcher really runs on a simulated node (it starts the simulated nccl-tests of the site), and
+    # so does the campaign driver's controller check (jobs/node_entry._controller_back): the node is real.
+    index += [{"match": pattern, "passthrough": True} for pattern in ("srun *", "env *", "scontrol ping")]
     (d / "commands.json").write_text(json.dumps(index, indent=1))
     if traffic:
         (d / "traffic.json").write_text(json.dumps(traffic, indent=1))
