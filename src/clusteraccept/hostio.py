@@ -172,7 +172,7 @@ def run_many(
     items = [tuple(str(a) for a in argv) for argv in argvs]
     host = hostname()
     full_env = None if env is None else {**os.environ, **env}
-    per = [None if not e else {**(full_env or os.environ), **e} for e in envs] if envs else None
+    per = [full_env if not e else {**(full_env or os.environ), **e} for e in envs] if envs else None
     results: list[Evidence | None] = [None] * len(items)
     _room_for_files(2 * len(items))
     running: list[_Running] = []
@@ -214,7 +214,7 @@ def _loop(
         if stop is not None and next_i < len(items) and stop():
             for i in range(next_i, len(items)):
                 argv_t = items[i]
-                why = "not started: the driver was told to stop (its Slurm job is ending)"
+                why = "not started: told to stop before its turn (the caller is ending)"
                 results[i] = Evidence(
                     host, source or Path(argv_t[0]).name, argv=argv_t, returncode=None, stderr=why
                 )

@@ -77,3 +77,9 @@ def test_run_many_starts_nothing_once_told_to_stop(tmp_path: Path) -> None:
     assert [ev.returncode for ev in evs] == [0, None, None, None]
     assert all(isinstance(ev, Evidence) and "not started" in ev.stderr for ev in evs[1:])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0"] and time.monotonic() - t0 < 5
+
+
+def test_run_many_gives_each_command_its_own_env_on_top_of_the_common_one() -> None:
+    argvs = [["sh", "-c", 'echo "$A $B"']] * 2
+    evs = hostio.run_many(argvs, 10.0, env={"A": "all"}, envs=[{"B": "one"}, {}])
+    assert [ev.stdout.strip() for ev in evs] == ["all one", "all"]
