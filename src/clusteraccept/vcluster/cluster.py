@@ -347,11 +347,12 @@ def stop_daemon(state_dir: Path | None, name: str) -> str:
     _require_root()
     lay = _layout(state_dir)
     with machine_lock():
-        rec, proc = _control(lay, name)
+        _, proc = _control(lay, name)
         if proc is None:
             raise RuntimeError(f"{lay.root}: {name} is not running (already stopped?)")
         notes = daemons.stop([proc]) + daemons.wait_reaped([proc])
-        replace(rec, procs=tuple(p for p in rec.procs if p is not proc)).save(lay)
+        # its record stays: the cluster is not healthy (`status` shows it DEAD, `up` rebuilds) until
+        # start_daemon replaces it
     event(lay, f"stop-daemon {name}" + "".join(f"; {n}" for n in notes))
     return f"{name} stopped" + "".join(f"; {n}" for n in notes)
 
@@ -377,7 +378,8 @@ def start_daemon(state_dir: Path | None, name: str) -> str:
         started = start.restart_control(lay, net, Flavour(rec.slurm, found), name)
         order = ["munged", "mariadbd", *start.CONTROL_DAEMONS]  # as start_all starts them, slurmds last
         procs = sorted(
-            (*rec.procs, started), key=lambda p: order.index(p.name) if p.name in order else len(order)
+            (*(p for p in rec.procs if p.name != name), started),  # a crashed one's record is replaced
+            key=lambda p: order.index(p.name) if p.name in order else len(order),
         )
         replace(rec, procs=tuple(procs)).save(lay)
     event(lay, f"start-daemon {name} in {time.monotonic() - t0:.2f} s")
