@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from vcsite import runs, why, write_site
+from vcsite import nccl_run_argv, runs, wait_for_spooled_step, why, write_site
 
 from clusteraccept.judge import record
 from clusteraccept.report.model import banner
@@ -22,7 +21,6 @@ from clusteraccept.vcluster import cluster
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vcluster
-PY = sys.executable
 
 
 def _running_campaigns(vcluster: Any) -> list[str]:
@@ -42,15 +40,12 @@ def _run_through_outage(vcluster: Any, tmp_path: Path, daemon: str, down_s: floa
     output, and the campaign jobs that were running when the daemon stopped."""
     site = write_site(vcluster, tmp_path, [])
     reports = tmp_path / "reports"
-    argv = [PY, "-m", "pytest", "suites/", f"--site={site}", f"--reports-dir={reports}", "-q", "-p",
-            "no:randomly", "-m", "nccl"]  # fmt: skip
+    argv = nccl_run_argv(site, reports)
     with subprocess.Popen(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
         try:
-            end = time.monotonic() + 240
-            while time.monotonic() < end and not list(reports.glob("demo/*/spool/campaign-*/*.json")):
-                time.sleep(0.2)  # a campaign has finished a step: the outage falls in the middle of it
+            wait_for_spooled_step(reports)  # a campaign has finished a step: the outage falls in its middle
             running = _running_campaigns(vcluster)
             assert running, "no campaign job is running"
             cluster.stop_daemon(vcluster.state_dir, daemon)

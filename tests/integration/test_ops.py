@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vcsite import nccl_members, runs, why, write_site
+from vcsite import nccl_members, nccl_run_argv, runs, wait_for_spooled_step, why, write_site
 
 from clusteraccept.jobs import archive
 from clusteraccept.jobs.slurm_clients import parse_sinfo
@@ -352,14 +352,11 @@ def test_sigterm_mid_run_cancels_its_jobs_keeps_what_came_back_and_resume_comple
     campaigns only, for time."""
     site = write_site(vcluster, tmp_path, [])
     reports = tmp_path / "reports"
-    argv = [PY, "-m", "pytest", "suites/", f"--site={site}", f"--reports-dir={reports}", "-q", "-p",
-            "no:randomly", "-m", "nccl"]  # fmt: skip
+    argv = nccl_run_argv(site, reports)
     with subprocess.Popen(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
-        end = time.monotonic() + 240
-        while time.monotonic() < end and not list(reports.glob("demo/*/spool/campaign-*/*.json")):
-            time.sleep(0.2)  # until a campaign has finished a step: some evidence came back, not all
+        wait_for_spooled_step(reports)  # a campaign has finished a step: some evidence came back, not all
         assert "clusteraccept-campaign" in _queue(vcluster), "no campaign job is running"
         proc.send_signal(signal.SIGTERM)
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,24 @@ drain:
     path = tmp / name
     path.write_text(text)
     return path
+
+
+def nccl_run_argv(site: Path, reports: Path) -> list[str]:
+    """``pytest suites/`` of ``site`` into ``reports``, the campaigns only (-m nccl, for time); a
+    ``--resume=RUN`` goes after the first five words."""
+    return [sys.executable, "-m", "pytest", "suites/", f"--site={site}", f"--reports-dir={reports}", "-q",
+            "-p", "no:randomly", "-m", "nccl"]  # fmt: skip
+
+
+def wait_for_spooled_step(reports: Path, timeout_s: float = 240) -> bool:
+    """Wait until a campaign of the run has spooled a finished step (some evidence came back, not all);
+    False when none has within ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if any(reports.glob("*/*/spool/campaign-*/*.json")):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def runs(reports: Path, site: str = "demo") -> list[Path]:
