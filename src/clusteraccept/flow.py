@@ -17,7 +17,13 @@ from typing import Any, Protocol
 
 from clusteraccept import checks
 from clusteraccept.checks.confirm import suspects_of
-from clusteraccept.checks.fingerprint import differences, fingerprints
+from clusteraccept.checks.fingerprint import (
+    changed_mid_run,
+    changed_verdicts,
+    describe_change,
+    differences,
+    fingerprints,
+)
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import JUDGED
 from clusteraccept.jobs.archive import archive_job, load_all
@@ -145,7 +151,11 @@ def judge_all(
     nodes: Sequence[str] | None = None,  # the nodes the node checks judge (default: the site's)
 ) -> list[Verdict]:
     verdicts: list[Verdict] = []
-    for family in (*families, *(("nccl",) if nccl else ())):
+    judged = (*families, *(("nccl",) if nccl else ()))
+    # a node rebooted or re-imaged between the run's jobs: every family's item of it is not accepted
+    changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+    verdicts += changed_verdicts(changed, judged, site.nodes if nodes is None else nodes)
+    for family in judged:
         evidence = list(archived.get(family, []))
         if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
@@ -344,7 +354,12 @@ def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str,
     ibstat = [e for e in archived.get("topology", []) if e[0].source == "ibstat"]
     per_node = archived.get("fingerprint", []) + ibstat
     fps = fingerprints(per_node, archived.get("nccl", []))
-    return {"nodes": fps, "differences": differences(fps)}
+    changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+    return {
+        "nodes": fps,
+        "differences": differences(fps) + [describe_change(n, seen) for n, seen in changed.items()],
+        "changed_mid_run": sorted(changed),
+    }
 
 
 def probe_options(site: Site) -> dict[str, object]:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
-from clusteraccept.parsers import ibstat
+from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.parsers import ibstat, launch_record
 from clusteraccept.parsers.nccl_tests_result import nccl_version_of
 
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.20  Wed Mar 12 ..." and
@@ -118,4 +120,130 @@ def differences(fps: dict[str, dict[str, str]]) -> list[str]:
             value = fp.get(f, "(absent)")
             if value != majority:
                 out.append(f"{host}: {f} is {value!r}, {count} of {len(fps)} nodes have {majority!r}")
+    return out
+
+
+# --- The same node throughout the run ------------------------------------------------------------------
+# A node rebooted or re-imaged between the jobs of a run (an admin's rolling update, a repair before a
+# --resume) is another node: PCIe links train again at boot, a new driver or firmware measures differently.
+# Its identity is seen once per job (and per --resume attempt): in the probe job's fingerprint evidence
+# and in the first launch record each campaign job's steps printed on it. A node cannot change inside one
+# job: a node that reboots leaves its allocation (its job ends NODE_FAIL, or goes on without it).
+
+IDENTITY_FIELDS = ("boot_id", "kernel", "nvidia")  # and hca_fw:<hca>
+_PROBE_FIELD = {"boot-id": "boot_id", "uname": "kernel", "nvidia-driver": "nvidia"}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One identity of a node and where it was seen (job names, the first evidence of it)."""
+
+    identity: tuple[tuple[str, str], ...]
+    jobs: tuple[str, ...]
+    ref: str
+
+
+def _job_of(ref: str) -> str:
+    """``raw/campaign-leaf1/r003.2.jsonl.gz#...`` -> ``campaign-leaf1 (attempt 2)``: a --resume reruns
+    a job under its name into bundles numbered .2, .3 (jobs/archive.py)."""
+    parts = ref.split("#", 1)[0].split("/")
+    job = parts[1] if len(parts) > 2 else parts[0]
+    bundle = parts[-1].split(".")
+    attempt = bundle[1] if len(bundle) > 3 and bundle[1].isdecimal() else ""
+    return f"{job} (attempt {attempt})" if attempt else job
+
+
+def _observations(
+    per_node: Sequence[tuple[Evidence, str]], campaign: Sequence[tuple[Evidence, str]]
+) -> dict[str, dict[str, tuple[dict[str, str], str]]]:
+    """node -> job -> (identity fields, first evidence ref)."""
+    out: dict[str, dict[str, tuple[dict[str, str], str]]] = {}
+    for ev, ref in per_node:
+        name = _PROBE_FIELD.get(ev.source)
+        if ev.source == "hca-fw" and ev.ok:
+            name = f"hca_fw:{ev.path.split('/')[4]}"
+        if name is None or not ev.ok:
+            continue
+        fields, _ = out.setdefault(ev.host, {}).setdefault(_job_of(ref), ({}, ref))
+        fields[name] = _first_line(ev.stdout)
+    for ev, ref in campaign:
+        hosts = ev.meta.get("nodes", "").split(",") if ev.meta.get("nodes") else []
+        job = _job_of(ref)
+        if not hosts or all(job in out.get(h, {}) for h in hosts) or launch_record.MARK not in ev.stdout:
+            continue  # one launch record per node and job is enough
+        try:
+            recs = launch_record.records(ev.stdout)
+        except ParseError:
+            continue  # the launch check reports the garbled record
+        for rec in recs:  # a record without the identity (a run from before it) is seen, with no facts
+            out.setdefault(rec.host, {}).setdefault(job, (dict(rec.identity), ref))
+    return out
+
+
+def changed_mid_run(
+    per_node: Sequence[tuple[Evidence, str]], campaign: Sequence[tuple[Evidence, str]]
+) -> dict[str, tuple[Seen, ...]]:
+    """The nodes seen with more than one identity during the run: node -> each identity, with the fields
+    that differ only (a fact one side did not record is not compared)."""
+    changed: dict[str, tuple[Seen, ...]] = {}
+    for node, jobs in sorted(_observations(per_node, campaign).items()):
+        values: dict[str, set[str]] = {}
+        for fields, _ in jobs.values():
+            for k, v in fields.items():
+                values.setdefault(k, set()).add(v)
+        differ = sorted(k for k, vs in values.items() if len(vs) > 1)
+        if not differ:
+            continue
+        groups: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+        for job, (fields, ref) in jobs.items():
+            key = tuple((k, fields[k]) for k in differ if k in fields)
+            groups.setdefault(key, []).append((job, ref))
+        changed[node] = tuple(
+            Seen(key, tuple(j for j, _ in seen), seen[0][1]) for key, seen in groups.items() if key
+        )
+    return changed
+
+
+def _shown(field: str, value: str) -> str:
+    return f"{field} {value[:8]}" if field == "boot_id" else f"{field} {value!r}"
+
+
+def describe_change(node: str, seen: Sequence[Seen]) -> str:
+    """``node3 was not the same node throughout the run: boot_id 6f1c..., kernel '5.15.0-131-generic'
+    in campaign-leaf2; boot_id 0b9e..., kernel '5.15.0-140-generic' in campaign-cross``."""
+    parts = []
+    for s in seen:
+        jobs = ", ".join(s.jobs[:3]) + (f" and {len(s.jobs) - 3} more jobs" if len(s.jobs) > 3 else "")
+        parts.append(", ".join(_shown(k, v) for k, v in s.identity) + f" in {jobs}")
+    return f"{node} was not the same node throughout the run: {'; '.join(parts)}"
+
+
+def changed_verdicts(
+    changed: Mapping[str, Sequence[Seen]], families: Sequence[str], nodes: Sequence[str]
+) -> list[Verdict]:
+    """An ERROR in each of the run's families for a node that changed: its results mix two nodes, so none
+    of them is accepted (INCOMPLETE), and none is a hardware failure to drain on. It is tested again in a
+    run of its own (``--nodes NODE``): a --resume would add a third identity to the same run."""
+    out = []
+    for node in nodes:
+        if node not in changed:
+            continue
+        fields = sorted({k for s in changed[node] for k, _ in s.identity})
+        message = (
+            f"not tested as one node: {describe_change(node, changed[node])} (rebooted or re-imaged "
+            f"between the jobs of the run); its results mix them: test it again in a run of its own "
+            f"(--nodes {node})"
+        )
+        for family in families:
+            out.append(
+                Verdict(
+                    check=f"{family}.same_node",
+                    family=family,
+                    subject=node,
+                    outcome=Outcome.ERROR,
+                    message=message,
+                    evidence=tuple(s.ref for s in changed[node]),
+                    labels={"node_changed": ",".join(fields)},
+                )
+            )
     return out

@@ -1,6 +1,13 @@
 """The launch records of a campaign step's output (probes/launch.py): one ``CLUSTERACCEPT-LAUNCH {json}``
 line per rank, printed before the benchmark, among the benchmark's own lines (which are ignored).
 
+A record longer than a line srun keeps whole is written as parts, ``CLUSTERACCEPT-LAUNCH part KEY K/N
+PIECE``, one line each (:func:`lines`): slurmstepd forwards a task's output line by line only for lines
+shorter than SLURM_IO_MAX_MSG_LEN (1024 bytes, Slurm src/common/io_hdr.h); a longer one is cut into
+1024-byte messages (src/slurmd/slurmstepd/io.c, _task_build_message) that srun writes as they come from
+each task, so two ranks' long records interleave mid-line (seen on the virtual cluster: a 32-rank step's
+records of ~1.9 KB). The parts of one rank come in order; other ranks' lines may fall between them.
+
 Strict about the records themselves: a marked line that is not a JSON object with the record's keys is a
 ParseError at its line (a truncated write, a rank killed mid-line); ``parse`` refuses a text without any
 record, ``records`` returns none (a step of a run made before the launch record existed).
@@ -15,6 +22,19 @@ from clusteraccept.errors import ParseError
 from clusteraccept.parsers._cpulist import parse_ids
 
 MARK = "CLUSTERACCEPT-LAUNCH "
+_PART = "part "
+LINE_MAX = 1000  # bytes of a line srun forwards whole: under SLURM_IO_MAX_MSG_LEN (1024) with its newline
+
+
+def lines(doc_json: str, key: str) -> list[str]:
+    """The lines that print one record (``doc_json``: ASCII, one line, as ``json.dumps`` writes it):
+    itself, or its parts under ``key`` (unique in the step: host and pid) when it is too long."""
+    whole = f"{MARK}{doc_json}\n"
+    if len(whole.encode()) <= LINE_MAX:
+        return [whole]
+    size = LINE_MAX - len(f"{MARK}{_PART}{key} 999/999 \n".encode())
+    pieces = [doc_json[i : i + size] for i in range(0, len(doc_json), size)]
+    return [f"{MARK}{_PART}{key} {k}/{len(pieces)} {piece}\n" for k, piece in enumerate(pieces, start=1)]
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,9 @@ class LaunchRecord:
     nccl_env: tuple[tuple[str, str], ...]
     nccl_conf: tuple[tuple[str, str], ...]  # (file, contents) of the NCCL config files that exist
     error: str | None  # the record itself failed (probes/launch.py caught it)
+    # the node's boot id, kernel, NVIDIA module line and ``hca_fw:<hca>`` firmware, as found (none: a record
+    # made before it carried them)
+    identity: tuple[tuple[str, str], ...] = ()
 
     def conf_settings(self) -> dict[str, tuple[str, str]]:
         """``NAME -> (value, file)`` of the NCCL config files (``NAME=value`` lines, '#' comments)."""
@@ -114,22 +137,55 @@ def _record(doc: object, line_no: int) -> LaunchRecord:
         nccl_env=tuple((str(k), str(v)) for k, v in env.items()),
         nccl_conf=tuple((str(k), str(v)) for k, v in conf.items() if v is not None),
         error=None,
+        identity=_identity(doc.get("node"), line_no),
     )
 
 
+def _identity(node: object, line_no: int) -> tuple[tuple[str, str], ...]:
+    if node is None:
+        return ()
+    if not isinstance(node, dict) or not isinstance(node.get("hca_fw", {}), dict):
+        raise ParseError(line_no, "a 'node' object with an 'hca_fw' object", repr(node)[:80])
+    out = [(k, str(v).strip()) for k, v in node.items() if k != "hca_fw" and v is not None]
+    fw = node.get("hca_fw", {})
+    out += [(f"hca_fw:{hca}", str(v).strip()) for hca, v in fw.items() if v is not None]
+    return tuple(sorted(out))
+
+
+def _json(text: str, line_no: int, shown: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(line_no, "a JSON launch record", f"{shown[:60]} ({exc.msg})") from None
+
+
 def records(text: str) -> tuple[LaunchRecord, ...]:
-    """Every launch record of ``text``, in order (none in a text that has no marked line)."""
-    out = []
+    """Every launch record of ``text``, in the order of their first lines (none in a text that has no
+    marked line); a record in parts is joined, and one with a part missing is a ParseError at its first."""
+    out: list[LaunchRecord] = []
+    parts: dict[str, tuple[int, int, list[str]]] = {}  # key -> (first line, parts expected, pieces)
     for line_no, line in enumerate(text.splitlines(), start=1):
         at = line.find(MARK)
         if at < 0:
             continue
-        try:
-            doc = json.loads(line[at + len(MARK) :])
-        except json.JSONDecodeError as exc:
-            raise ParseError(line_no, "a JSON launch record", f"{line[at:][:60]} ({exc.msg})") from None
-        out.append(_record(doc, line_no))
-    return tuple(out)
+        rest = line[at + len(MARK) :]
+        if not rest.startswith(_PART):
+            out.append(_record(_json(rest, line_no, line[at:]), line_no))
+            continue
+        key, k_of_n, piece = [*rest[len(_PART) :].split(" ", 2), "", ""][:3]
+        k, _, n = k_of_n.partition("/")
+        if not (k.isdecimal() and n.isdecimal()):
+            raise ParseError(line_no, "'part KEY K/N PIECE' of a launch record", line[at:][:60])
+        first, expected, pieces = parts.setdefault(key, (line_no, int(n), []))
+        if int(k) != len(pieces) + 1:
+            raise ParseError(first, f"part {len(pieces) + 1} of launch record {key}", f"part {k}")
+        pieces.append(piece)
+        if len(pieces) == expected:
+            del parts[key]
+            out.append(_record(_json("".join(pieces), first, MARK + "".join(pieces)), first))
+    for key, (first, expected, pieces) in parts.items():
+        raise ParseError(first, f"{expected} parts of launch record {key}", f"{len(pieces)} (cut off)")
+    return tuple(sorted(out, key=lambda r: r.line_no))
 
 
 def parse(text: str) -> LaunchRecords:

@@ -15,7 +15,13 @@
 5. the NCCL configuration the rank starts with: every ``NCCL_*`` variable of its environment and the
    files NCCL reads them from (NCCL docs, "Environment Variables": ``NCCL_CONF_FILE``, else
    ``~/.nccl.conf`` and ``/etc/nccl.conf``);
-6. prints it as ONE line ``CLUSTERACCEPT-LAUNCH {json}`` on stdout (the step's output, archived raw and
+6. the node's identity (``node``): its boot id, kernel release, NVIDIA kernel module and HCA firmware, the
+   same facts as the fingerprint probe's (``/proc/sys/kernel/random/boot_id``, random(4);
+   ``/proc/sys/kernel/osrelease``, what ``uname -r`` prints, proc(5); the first line of
+   ``/proc/driver/nvidia/version``; ``/sys/class/infiniband/<hca>/fw_ver``), so a node that came back
+   rebooted or re-imaged between the jobs of a run is seen (checks/fingerprint.changed_mid_run);
+7. prints it as one line ``CLUSTERACCEPT-LAUNCH {json}`` (in parts when it is longer than srun keeps a
+   line whole, parsers/launch_record.lines) on stdout (the step's output, archived raw and
    parsed by parsers/launch_record.py; nothing is judged here) and execs the benchmark.
 
 It binds because a rank spinning on a core of the other socket measures the CPU, not the rail; it records
@@ -31,7 +37,8 @@ import sys
 
 from clusteraccept import hostio
 from clusteraccept.parsers._cpulist import parse_ids
-from clusteraccept.parsers.launch_record import MARK
+from clusteraccept.parsers.launch_record import lines
+from clusteraccept.probes.fingerprint import BOOT_ID
 
 QUERY = ("nvidia-smi", "--query-gpu=index,name,pci.bus_id", "--format=csv,noheader")
 TIMEOUT_S = 30.0
@@ -129,7 +136,20 @@ def record(env: dict[str, str]) -> dict[str, object]:
     conf = [env["NCCL_CONF_FILE"]] if env.get("NCCL_CONF_FILE") else []
     conf += [os.path.expanduser("~/.nccl.conf"), "/etc/nccl.conf"]
     rec["nccl_conf"] = {path: _read(path) for path in conf}
+    rec["node"] = identity()
     return rec
+
+
+def identity() -> dict[str, object]:
+    """The node as this boot of it is (see the module docstring, 6); a fact not found is ``null``."""
+    nvidia = _read("/proc/driver/nvidia/version")
+    hcas = hostio.listdir("/sys/class/infiniband")
+    return {
+        "boot_id": _read(BOOT_ID),
+        "kernel": _read("/proc/sys/kernel/osrelease"),
+        "nvidia": nvidia.splitlines()[0] if nvidia else None,
+        "hca_fw": {hca: _read(f"/sys/class/infiniband/{hca}/fw_ver") for hca in sorted(hcas)},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         rec = record(dict(os.environ))
     except Exception as exc:  # the record must never stop the measurement: say what failed, then run it
         rec = {"host": hostio.hostname(), "error": f"{type(exc).__name__}: {exc}"}
-    line = MARK + json.dumps(rec, separators=(",", ":")) + "\n"
-    os.write(1, line.encode())  # one write: the ranks' lines do not interleave in the step's output
+    # one write per line: srun forwards each whole, so the ranks' lines never interleave mid-line
+    for line in lines(json.dumps(rec, separators=(",", ":")), f"{rec.get('host')}.{os.getpid()}"):
+        os.write(1, line.encode())
     try:
         os.execvp(args[0], args)  # never returns
     except OSError as exc:

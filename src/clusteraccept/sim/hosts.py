@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusteraccept.evidence import slug
-from clusteraccept.families import NODE_FAMILIES
+from clusteraccept.families import ALWAYS_PROBED, NODE_FAMILIES
 
 if TYPE_CHECKING:  # only a type here: every simulated traffic step imports write_atomic (sim/traffic.py)
     from clusteraccept.site.model import Site
 
-# a part per judged probe family, the port counters, and what a step's ranks start with (probes/launch.py)
-PARTS = (*NODE_FAMILIES, "counters", "launch")
+# a part per probe family, the port counters, and what a step's ranks start with (probes/launch.py)
+PARTS = (*ALWAYS_PROBED, *NODE_FAMILIES, "counters", "launch")
 
 
 @dataclass

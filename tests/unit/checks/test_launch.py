@@ -9,6 +9,7 @@ host profiles. The ranks' outputs are concatenated, as srun merges them into the
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -217,6 +218,30 @@ def test_real_logs_judged_for_transport(tmp_path: Path) -> None:
     assert found[("nccl.transport", "node1")].ok is True  # NET/IB; its missing GDR is gpudirect's
     nic = found[("launch.nic", "node1")]
     assert nic.ok is None and "NET device(s) [1]" in nic.message
+
+
+def test_a_record_longer_than_srun_keeps_a_line_whole_is_written_in_parts_and_joined() -> None:
+    """slurmstepd cuts a task's line of 1024 bytes or more into messages that interleave with the other
+    ranks' (parsers/launch_record.py): a long record goes out as parts of under 1000 bytes, which come
+    back whole between other ranks' lines; a cut-off record is an error at its first part, never dropped."""
+    text = (REPO_ROOT / "tests" / "data" / "launch-record" / "h200-1gpu-vm-real.txt").read_text()
+    real = next(ln for ln in text.splitlines() if ln.startswith(launch_record.MARK))
+    doc = json.loads(real[len(launch_record.MARK) :])
+    # a site's NCCL environment as long as real ones get (NCCL_IB_HCA of 8 rails, a topology file...)
+    doc["nccl_env"] |= {f"NCCL_SETTING_{i}": "x" * 60 for i in range(30)}
+    a = launch_record.lines(json.dumps({**doc, "host": "n1"}, separators=(",", ":")), "n1.101")
+    b = launch_record.lines(json.dumps({**doc, "host": "n2"}, separators=(",", ":")), "n2.202")
+    assert len(a) > 2 and all(len(line.encode()) <= launch_record.LINE_MAX for line in a + b)
+    assert launch_record.lines(real[len(launch_record.MARK) :], "vm.1") == [real + "\n"]  # short: as is
+    mixed = [x for pair in zip(a, b, strict=True) for x in pair] + ["# nccl-tests version 2.19.6\n"]
+    got = launch_record.parse("".join(mixed)).records
+    assert [(r.host, r.line_no, dict(r.nccl_env)) for r in got] == [
+        ("n1", 1, doc["nccl_env"]),
+        ("n2", 2, doc["nccl_env"]),
+    ]
+    with pytest.raises(ParseError) as exc:
+        launch_record.records("".join(a[:-1] + b))
+    assert exc.value.line_no == 1 and "parts of launch record n1.101" in exc.value.expected
 
 
 def test_real_launch_records_of_an_h200_vm() -> None:
