@@ -23,6 +23,8 @@ FAMILIES = (
     # all returns something; recorded in results.json "fingerprint", not judged into verdicts.
     Family("fingerprint", probed=True, judged=False, junit_suites=(), about="software and firmware versions"),
     Family("topology", probed=True, judged=True, junit_suites=("topology",), about="GPU/NIC affinity checks"),
+    # NVLink/NVSwitch inside the node: links, the NVSwitch fabric, link errors under the intra-node traffic
+    Family("nvlink", probed=True, judged=True, junit_suites=("nvlink",), about="NVLink/NVSwitch checks"),
     Family("gpudirect", probed=True, judged=True, junit_suites=("gpudirect",), about="GPUDirect RDMA checks"),
     Family("roce", probed=True, judged=True, junit_suites=("roce",), about="RoCE lossless configuration"),
     # SHARP: sharp_hello on the nodes, and the SHARP on/off all_reduce rounds of the campaigns.

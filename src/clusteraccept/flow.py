@@ -159,7 +159,10 @@ def judge_all(
         evidence = list(archived.get(family, []))
         if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
-        if family == "roce":  # the campaign's counter snapshots around traffic (checks/counters.py)
+        if family in (
+            "roce",
+            "nvlink",
+        ):  # the campaign's counter snapshots around traffic (checks/counters.py)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
     return verdicts
@@ -371,6 +374,10 @@ def probe_options(site: Site) -> dict[str, object]:
         "perftest_bin": site.tools.perftest_bin,
         "sharp_hello": list(site.sharp.hello) if site.sharp.enabled else [],
         "roce": site.roce is not None,
+        # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
+        "nvlink_nodes": {
+            n: {"nvswitch": nv.nvswitch} for n in site.nodes if (nv := site.node_type(n).nvlink) is not None
+        },
         "timeout_s": 60,
     }
 

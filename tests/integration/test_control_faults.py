@@ -64,7 +64,7 @@ def _whole(doc: dict[str, Any], out: str, reports: Path) -> None:
     """Every job COMPLETED with nothing missing, nothing failed or unjudged: INCOMPLETE only because -m nccl
     ran no probe family."""
     assert all(j["state"] == "COMPLETED" and not j["missing"] for j in doc["jobs"]), doc["jobs"]
-    assert banner(doc).reasons == ("check families not run: topology, gpudirect",), why(reports)
+    assert banner(doc).reasons == ("check families not run: topology, nvlink, gpudirect",), why(reports)
     assert "passed" in out and "failed" not in out, out[-3000:]
 
 

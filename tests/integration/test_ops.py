@@ -389,6 +389,6 @@ def test_sigterm_mid_run_cancels_its_jobs_keeps_what_came_back_and_resume_comple
     assert all(j["state"] == "COMPLETED" and not j["missing"] for j in after["jobs"]), after["jobs"]
     assert "interrupted" not in after and after["resumes"][0]["after_interrupted"] == "SIGTERM"
     # whole again: INCOMPLETE only because -m nccl ran no probe family
-    assert banner(after).reasons == ("check families not run: topology, gpudirect",), banner(after)
+    assert banner(after).reasons == ("check families not run: topology, nvlink, gpudirect",), banner(after)
     assert again.returncode == 0, again.stdout[-3000:]
     assert kept <= nccl_members(run)

@@ -137,7 +137,7 @@ def test_the_nightly_and_a_manual_run_of_one_site_at_once_both_end_whole(
     for doc in docs:
         _whole(doc)
         assert not [v for v in doc["verdicts"] if v["outcome"] in ("fail", "error")], why(reports)
-        assert banner(doc).reasons == ("check families not run: topology, gpudirect",), banner(doc)
+        assert banner(doc).reasons == ("check families not run: topology, nvlink, gpudirect",), banner(doc)
     with sqlite3.connect(reports / "demo" / "history.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (2,)
     latest = (reports / "demo" / "latest").resolve()

@@ -49,6 +49,8 @@ class Interval:
     t_end: float = 0.0
     merged: int = 1  # rounds this interval spans (> 1: snapshots in between are missing)
     saturated: dict[int, tuple[str, ...]] = field(default_factory=dict)  # rail -> counters at their max
+    nvlink: pc.NvlinkDelta | None = None  # the NVLink counters' rise (None: not read, or not readable)
+    nvlink_failed: str = ""  # why a snapshot of the two could not read them (nvidia-smi's error)
 
     def steps_on(self, rail: int) -> str:
         """The steps of this interval that used ``rail`` (pair steps name it; block/intra use every rail)."""
@@ -89,7 +91,19 @@ def intervals(snaps: Sequence[Archived]) -> tuple[list[Interval], list[str]]:
             full = {r: _at_max(s1.rails[r]) for r in rails}
             window = e1.meta.get("window", "traffic")
             iv = Interval(campaign, window, after, during, rails, (p0, p1), t[1] - t[0], t[1], k1 - k0)
-            out.append(replace(iv, saturated={r: v for r, v in full.items() if v}))
+            failed = [
+                f"{p}: rc {s.nvlink.returncode}: {s.nvlink.error or 'no output'}"
+                for s, p in ((s0, p0), (s1, p1))
+                if s.nvlink and s.nvlink.report is None
+            ]
+            out.append(
+                replace(
+                    iv,
+                    saturated={r: v for r, v in full.items() if v},
+                    nvlink=pc.nvlink_delta(s0.nvlink, s1.nvlink),
+                    nvlink_failed="; ".join(failed),
+                )
+            )
         last, expected = snaps_of[-1][0], snaps_of[-1][1].meta.get("of", "")
         if expected.isdigit() and last < int(expected) - 1:
             problems.append(f"{campaign}: snapshots after {last} missing (its last rounds not covered)")

@@ -286,7 +286,7 @@ def _snapshot(
         was = os.environ.get("CLUSTERACCEPT_HOSTNAME")
         for node in job.nodes:
             os.environ["CLUSTERACCEPT_HOSTNAME"] = node
-            counters.snapshot_to(out_dir, rails_file, label, meta)
+            counters.snapshot_to(out_dir, rails_file, label, meta, "--nvlink" in snap["argv"])
         if was is None:
             del os.environ["CLUSTERACCEPT_HOSTNAME"]
         else:

@@ -40,6 +40,9 @@ TOOLS: dict[str, str] = {
     "counters": "counters",
     # issue 18: what each rank of a step ran with (probes/launch.py)
     "launch-record": "launch_record",
+    # issue 21: NVLink/NVSwitch (probes/nvlink.py; nvlink -e in the counter snapshots)
+    "nvidia-smi-nvlink": "nvidia_smi_nvlink",
+    "nvidia-smi-q": "nvidia_smi_q",
 }
 
 

@@ -3,7 +3,8 @@
 Sections: ``## rail <gpu> hca <hca> port <port> netdev <netdev|->`` opens a rail; under it
 ``### link_layer`` (one line), ``### ib-counters <dir>`` and ``### hw-counters <dir>`` (``name: value``),
 ``### ethtool-stats rc=<rc>`` (``ethtool -S`` as printed, parsed by :mod:`ethtool_stats`) and
-``### unreadable`` (one reason per line).
+``### unreadable`` (one reason per line). A last ``## nvlink rc=<rc>`` section holds ``nvidia-smi nvlink -e``
+as printed (parsed by :mod:`nvidia_smi_nvlink`), or its error output where rc is not 0.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import re
 from dataclasses import dataclass, field
 
 from clusteraccept.errors import ParseError
-from clusteraccept.parsers import ethtool_stats
+from clusteraccept.parsers import ethtool_stats, nvidia_smi_nvlink
 
 _RAIL_RE = re.compile(r"## rail (?P<gpu>\d+) hca (?P<hca>\S+) port (?P<port>\d+) netdev (?P<netdev>\S+)$")
 _VALUE_RE = re.compile(r"(?P<name>[A-Za-z0-9_]+): (?P<value>\d+)$")
 _PAIR_RE = re.compile(r"^[ \t]*([A-Za-z0-9_]+): ([0-9]+)[ \t]*$", re.MULTILINE)
+_NVLINK_RE = re.compile(r"## nvlink rc=(?P<rc>-?\d+)$")
 _SECTIONS = ("link_layer", "ib-counters", "hw-counters", "ethtool-stats", "unreadable")
 
 
@@ -34,8 +36,26 @@ class RailCounters:
 
 
 @dataclass(frozen=True)
+class NvlinkCounters:
+    returncode: int
+    report: nvidia_smi_nvlink.NvlinkReport | None  # None: the command failed (``error`` says why)
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Snapshot:
     rails: dict[int, RailCounters] = field(hash=False)
+    nvlink: NvlinkCounters | None = None  # None: the snapshot did not read NVLink (no --nvlink)
+
+
+def _nvlink(m: re.Match[str], lines: list[str], first_no: int) -> NvlinkCounters:
+    rc = int(m["rc"])
+    if rc != 0:
+        return NvlinkCounters(rc, None, "\n".join(ln.strip() for ln in lines if ln.strip())[:300])
+    try:
+        return NvlinkCounters(rc, nvidia_smi_nvlink.parse("\n".join(lines)))
+    except ParseError as exc:
+        raise ParseError(first_no + exc.line_no - 1, exc.expected, exc.got) from None
 
 
 @dataclass(frozen=True)
@@ -98,9 +118,19 @@ def parse(text: str) -> Snapshot:
     """Parse one snapshot; ParseError names the line for anything outside the documented layout."""
     lines = text.splitlines()
     heads = [i for i, ln in enumerate(lines) if ln.startswith("##")]
+    nv_at = next((i for i in heads if lines[i].startswith("## nvlink")), None)
+    heads = [i for i in heads if nv_at is None or i <= nv_at]  # nvidia-smi's text is no section
     for i in range(heads[0] if heads else len(lines)):
         if lines[i].strip():
             raise ParseError(i + 1, "'## rail ...' before any counter", lines[i])
+    nv = next((k for k, i in enumerate(heads) if lines[i].startswith("## nvlink")), None)
+    nvlink = None
+    if nv is not None:  # the last section: what follows it is nvidia-smi's own text
+        m = _NVLINK_RE.match(lines[heads[nv]].rstrip())
+        if not m:
+            raise ParseError(heads[nv] + 1, "'## nvlink rc=<returncode>'", lines[heads[nv]])
+        nvlink = _nvlink(m, lines[heads[nv] + 1 :], heads[nv] + 2)
+        lines, heads = lines[: heads[nv]], heads[:nv]
     rails: dict[int, RailCounters] = {}
     head: tuple[re.Match[str], int] | None = None
     body: Body = {}
@@ -122,7 +152,7 @@ def parse(text: str) -> Snapshot:
         _close(rails, head, body)
         head, body = (m, i + 1), {}
     _close(rails, head, body)
-    return Snapshot(rails)
+    return Snapshot(rails, nvlink)
 
 
 def _close(rails: dict[int, RailCounters], head: tuple[re.Match[str], int] | None, body: Body) -> None:
@@ -152,3 +182,27 @@ def delta(before: RailCounters, after: RailCounters) -> RailDelta:
         eth = ethtool_stats.delta(before.ethtool, after.ethtool)
         back += list(eth.went_backwards)
     return RailDelta(ib, hw, eth, tuple(sorted(back)), after.link_layer)
+
+
+NvlinkDelta = dict[tuple[int, int], dict[str, int]]  # (gpu, link) -> counter -> after - before
+
+
+def nvlink_delta(before: NvlinkCounters | None, after: NvlinkCounters | None) -> NvlinkDelta | None:
+    """The NVLink counters' rise between two snapshots, per GPU and link, for the integer counters both
+    list (a negative rise: the counter went backwards, a reset); None where either has no readable listing."""
+    if before is None or after is None or before.report is None or after.report is None:
+        return None
+    out: NvlinkDelta = {}
+    for gpu in after.report.gpus:
+        old = before.report.gpu(gpu.index)
+        for link in gpu.links if old is not None else ():
+            was = old.link(link.index) if old is not None else None
+            if was is None:
+                continue
+            prev = dict(was.counters)
+            out[(gpu.index, link.index)] = {
+                name: value - int(prev[name] or 0)
+                for name, value in link.counters
+                if isinstance(value, int) and isinstance(prev.get(name), int)
+            }
+    return out

@@ -116,8 +116,12 @@ def env_words(argv: Sequence[str]) -> tuple[dict[str, str], int]:
 
 
 def counters_argv(site: Site, nodes: tuple[str, ...]) -> tuple[str, ...]:
-    """The srun step that snapshots the port counters of ``nodes`` (none when the site has no rails)."""
-    if not any(site.node_type(n).rails for n in nodes):
+    """The srun step that snapshots the port counters of ``nodes`` (none when the site has no rails and no
+    NVLink: nothing to count)."""
+    nvlink = any(site.node_type(n).nvlink for n in nodes)
+    if not nvlink and not any(site.node_type(n).rails for n in nodes):
         return ()
     python = site.slurm.python or sys.executable  # as jobs.submit.python_of: the nodes' interpreter
-    return render_argv("counters_step.j2", nodes=nodes, nodelist=nodelist(nodes), python=python)
+    return render_argv(
+        "counters_step.j2", nodes=nodes, nodelist=nodelist(nodes), python=python, nvlink=nvlink
+    )

@@ -54,6 +54,8 @@ def not_applicable(site: Site, family: str) -> str | None:
     """Why a family has no items on this site (None: it applies)."""
     if family == "roce" and site.roce is None:
         return f"{site.name} has no roce: section (not a RoCE fabric)"
+    if family == "nvlink" and not any(nt.nvlink for nt in site.node_types):
+        return f"{site.name} declares no NVLink (node_types.<type>.nvlink)"
     if family == "sharp" and not site.sharp.enabled:
         return f"SHARP is not enabled on {site.name} (sharp.enabled)"
     return None

@@ -28,6 +28,14 @@ node and round, not one per counter. Its stdout is each tool's text as printed, 
 
 A file that cannot be read is listed in an ``### unreadable`` section with the reason (parsers/counters.py).
 
+Where the site declares NVLink (``--nvlink``), the snapshot ends with the node's NVLink error counters,
+``nvidia-smi nvlink -e`` as printed (nvidia-smi(1), "NVLINK": ``-e, --errorcounters``), so the delta
+around an intra-node round is the errors the NVLinks took under that traffic::
+
+    ## nvlink rc=0
+    GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)
+    \t Link 0: Replay Errors: 0
+
 ``python -m clusteraccept.probes.counters --rails FILE --out DIR --label L [--after ROUND]`` writes this
 node's snapshot to ``DIR/<label>-<host>.json`` (the campaign driver runs it on every node through srun).
 """
@@ -114,12 +122,23 @@ def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     return out
 
 
-def snapshot(rails: list[dict[str, Any]], timeout_s: float, meta: dict[str, str]) -> Evidence:
+NVLINK_ERRORS = ("nvidia-smi", "nvlink", "-e")
+
+
+def snapshot(
+    rails: list[dict[str, Any]], timeout_s: float, meta: dict[str, str], nvlink: bool = False
+) -> Evidence:
     """This node's counters of every rail now, as one Evidence (``meta`` labels the snapshot)."""
     t0 = time.monotonic()
     lines: list[str] = []
     for rail in rails:
         lines += _rail_section(rail, timeout_s)
+    if nvlink:
+        ev = hostio.run(list(NVLINK_ERRORS), timeout_s, source="nvidia-smi-nvlink")
+        lines += [
+            f"## nvlink rc={ev.returncode}",
+            *(ev.stdout if ev.ok else ev.stderr).rstrip("\n").splitlines(),
+        ]
     return Evidence(
         hostio.hostname(),
         "counters",
@@ -131,13 +150,15 @@ def snapshot(rails: list[dict[str, Any]], timeout_s: float, meta: dict[str, str]
     )
 
 
-def snapshot_to(out_dir: Path, rails_file: Path, label: str, meta: dict[str, str]) -> Path:
+def snapshot_to(
+    out_dir: Path, rails_file: Path, label: str, meta: dict[str, str], nvlink: bool = False
+) -> Path:
     """Take this node's snapshot and write it to ``out_dir/<label>-<host>.json`` (shared filesystem)."""
     from clusteraccept.redact import redact_evidence
 
     node_rails = json.loads(rails_file.read_text())
     # 10 s per ethtool: 8 rails stay inside the driver's 110 s for the whole snapshot step
-    ev = snapshot(list(node_rails.get(hostio.hostname(), [])), 10.0, {**meta, "snapshot": label})
+    ev = snapshot(list(node_rails.get(hostio.hostname(), [])), 10.0, {**meta, "snapshot": label}, nvlink)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(label)}-{slug(ev.host)}.json"
     tmp = path.with_suffix(f".tmp{os.getpid()}")
@@ -152,8 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="directory on the shared filesystem")
     ap.add_argument("--label", required=True, help="snapshot label, e.g. s003")
     ap.add_argument("--meta", default="{}", help="JSON object of labels for the evidence")
+    ap.add_argument(
+        "--nvlink", action="store_true", help="also the NVLink error counters (nvidia-smi nvlink -e)"
+    )
     args = ap.parse_args(argv)
-    snapshot_to(args.out, args.rails, args.label, {str(k): str(v) for k, v in json.loads(args.meta).items()})
+    meta = {str(k): str(v) for k, v in json.loads(args.meta).items()}
+    snapshot_to(args.out, args.rails, args.label, meta, args.nvlink)
     return 0
 
 

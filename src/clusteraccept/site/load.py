@@ -92,6 +92,10 @@ FAULT_FAMILY: dict[str, str] = {
     "shm_fallback": "nccl",
     "nccl_conf": "nccl",
     "nccl_version": "nccl",
+    # NVLink/NVSwitch in the node (issue 21): sim/profile_nvlink.py
+    "nvlink_inactive": "nvlink",
+    "nvlink_errors": "nvlink",
+    "fabric_manager_down": "nvlink",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -108,7 +112,10 @@ def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
             top.file,
             f"sim.faults[{i}]",
             f,
-            ["kind", "node", "nodes", "rail", "gpu", "leaf", "factor", "port", "count", "hca", "setting"],
+            [
+                *("kind", "node", "nodes", "rail", "gpu", "link", "leaf"),
+                *("factor", "port", "count", "hca", "setting"),
+            ],
         )
         fs.choice("kind", FAULT_KINDS)
         if fs.has("node") and fs.data["node"] not in nodes:

@@ -37,6 +37,17 @@ class Rail:
 
 
 @dataclass(frozen=True)
+class NvLink:
+    """What a node type's NVLink looks like (``node_types.<t>.nvlink``), judged by checks/nvlink.py."""
+
+    links_per_gpu: int  # active links every GPU has (H100/H200 SXM: 18; nvidia-smi nvlink --status)
+    link_GBps: float  # each link's speed as nvidia-smi prints it (H100/H200 SXM: 26.562 GB/s)
+    # NVSwitch fabric: the GPUs' nvidia-smi -q Fabric must be State Completed, Status Success (HGX: set
+    # up by the fabric manager); false for GPUs linked directly (2-GPU boards, NVLink bridges)
+    nvswitch: bool = True
+
+
+@dataclass(frozen=True)
 class NodeType:
     name: str
     nodes: tuple[str, ...]
@@ -48,6 +59,7 @@ class NodeType:
     # NVLink bandwidth per GPU and direction (GB/s): the intra-node line rate busbw is judged against on a
     # first run with no baselines (checks/peers.py); None: the site does not say
     nvlink_GBps: float | None = None
+    nvlink: NvLink | None = None  # None: the site declares no NVLink for this type (nvlink checks SKIP)
 
 
 def _check_name(file: str, section: str, name: object, expected: str) -> None:
@@ -112,9 +124,22 @@ def _rails(sec: Section) -> tuple[Rail, ...]:
     return tuple(sorted(rails, key=lambda r: r.index))
 
 
+def _nvlink(sec: Section) -> NvLink | None:
+    if not sec.has("nvlink"):
+        return None
+    nv = sec.section("nvlink", ["links_per_gpu", "link_GBps", "nvswitch"])
+    return NvLink(
+        links_per_gpu=nv.integer("links_per_gpu", "a link count per GPU >= 1, like 18", minimum=1),
+        link_GBps=nv.number(
+            "link_GBps", "a link speed in GB/s as nvidia-smi prints it, like 26.562", minimum=0.001
+        ),
+        nvswitch=nv.flag("nvswitch", default=True),
+    )
+
+
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
     """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
-    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails", "nvlink_GBps"]
+    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails", "nvlink_GBps", "nvlink"]
     types = top.sections("node_types", allowed)
     if not types:
         raise SiteConfigError(top.file, "node_types", "at least one node type (gpus, rails...)", "nothing")
@@ -152,6 +177,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 numa_expected=sec.flag("numa_expected", default=True),
                 rails=rails,
                 nvlink_GBps=sec.number("nvlink_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
+                nvlink=_nvlink(sec),
             )
         )
     missing = [n for n in all_nodes if n not in owner]

@@ -100,3 +100,29 @@ def test_fuzz_random_text(text: str) -> None:
 @given(truncations([IB + ROCE]), mutations([IB + ROCE]))
 def test_fuzz_truncated_and_mutated(truncated: str, mutated: str) -> None:
     parses_or_parse_error(parse, truncated, mutated)
+
+
+NVLINK_HEAD = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-2e37c77d-9f00-a42d-bec1-d72b36af9983)\n"
+
+
+def _nv(crc: int) -> str:
+    lines = [f"\t Link {k}: {n}: {crc if (k, n) == (3, 'CRC Errors') else 0}"
+             for k in range(4) for n in ("Replay Errors", "Recovery Errors", "CRC Errors")]  # fmt: skip
+    rail = "## rail 0 hca mlx5_0 port 1 netdev -\n### link_layer\nInfiniBand\n"
+    return rail + "## nvlink rc=0\n" + NVLINK_HEAD + "\n".join(lines) + "\n"
+
+
+def test_nvlink_section_and_its_rise_between_two_snapshots() -> None:
+    from clusteraccept.parsers.counters import nvlink_delta
+
+    before, after = parse(_nv(2)), parse(_nv(9))
+    assert 0 in before.rails and before.nvlink is not None and before.nvlink.report is not None
+    assert before.nvlink.report.gpus[0].link(3).counter("CRC Errors") == 2  # type: ignore[union-attr]
+    rise = nvlink_delta(before.nvlink, after.nvlink)
+    assert rise is not None and rise[(0, 3)] == {"Replay Errors": 0, "Recovery Errors": 0, "CRC Errors": 7}
+    assert rise[(0, 0)]["CRC Errors"] == 0
+    failed = parse("## nvlink rc=9\nFailed to initialize NVML: Driver/library version mismatch\n")
+    assert failed.rails == {} and failed.nvlink is not None and failed.nvlink.report is None
+    assert "version mismatch" in failed.nvlink.error and nvlink_delta(failed.nvlink, after.nvlink) is None
+    # a damaged nvidia-smi line is named by its line in the snapshot
+    assert_parse_error_at(parse, _nv(1).replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: x"), 14)

@@ -38,8 +38,9 @@ def test_one_suite_per_family_one_case_per_item(demo_run: DemoRun) -> None:
     root = ET.parse(demo_run.run / "junit.xml").getroot()
     results = demo_run.results
     # no roce or sharp items on the demo (an IB site without SHARP)
-    assert [ts.get("name") for ts in root] == ["topology", "gpudirect", "nccl-nodes", "nccl-blocks"]
-    assert int(root.get("tests", 0)) == 4 * 3 + 3  # 4 nodes x (topology, gpudirect, nccl) + 2 blocks + all
+    assert [ts.get("name") for ts in root] == ["topology", "nvlink", "gpudirect", "nccl-nodes", "nccl-blocks"]
+    # 4 nodes x (topology, nvlink, gpudirect, nccl) + 2 blocks + all
+    assert int(root.get("tests", 0)) == 4 * 4 + 3
     by = cases(root)
     assert len(by) == int(root.get("tests", 0))  # test ids are unique
     for ts in root:
