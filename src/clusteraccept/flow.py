@@ -159,10 +159,9 @@ def judge_all(
         evidence = list(archived.get(family, []))
         if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
-        if family in (
-            "roce",
-            "nvlink",
-        ):  # the campaign's counter snapshots around traffic (checks/counters.py)
+        if family == "nccl":  # a node whose NVSwitch fabric is not up runs no CUDA: its steps are not judged
+            evidence += [(ev, p) for ev, p in archived.get("nvlink", []) if ev.source == "nvidia-smi-q"]
+        if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
     return verdicts

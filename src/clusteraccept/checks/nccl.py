@@ -32,6 +32,7 @@ from clusteraccept.checks.launch import (
 )
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
+from clusteraccept.checks.nvlink import fabric_down
 from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence, is_timed_out_line
@@ -283,6 +284,33 @@ def _without_crowded(
         out.append(v)
 
     return out, [r for r in rows if r["kind"] != "pair" or r["step"] not in crowded]
+
+
+def _without_fabric(
+    verdicts: list[Verdict],
+    rows: list[dict[str, Any]],
+    steps: Sequence[tuple[Evidence, str]],
+    down: dict[str, str],
+) -> tuple[list[Verdict], list[dict[str, Any]]]:
+    """The steps on a node whose NVSwitch fabric is not up could not start CUDA there (checks/nvlink.py):
+    what they and the node's own launch checks would say is "not judged: nvlink.fabric on <node> ...", the
+    one finding, and they give the localization no row (they would convict the node a second time)."""
+    cause: dict[str, str] = {}
+    for ev, _ in steps:
+        hit = next((n for n in ev.meta.get("nodes", "").split(",") if n in down), None)
+        if hit is not None:
+            cause[step_id(ev.meta)] = down[hit]
+    out = []
+    for v in verdicts:
+        why = (
+            cause.get(v.subject)
+            or cause.get(v.subject.rpartition(":")[0])
+            or down.get(v.subject.split(":")[0])
+        )
+        if why is not None and v.outcome is not Outcome.PASS:
+            v = replace(v, outcome=Outcome.SKIP, message=f"not judged: {why}")
+        out.append(v)
+    return out, [r for r in rows if r["step"] not in cause]
 
 
 def _not_judged(meta: dict[str, str], result: Any, why: str, evid: tuple[str, ...]) -> list[Verdict]:
@@ -562,6 +590,9 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
+    down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
+    if down:
+        verdicts, rows = _without_fabric(verdicts, rows, steps, down)
     verdicts = judge_rows(site, verdicts, rows)
     verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
     return verdicts

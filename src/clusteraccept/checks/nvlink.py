@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
 from clusteraccept.checks.counters import Interval, intervals
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
-from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.parsers import nvidia_smi_nvlink, nvidia_smi_q
 from clusteraccept.plan.subjects import gpu_subject
 from clusteraccept.site.model import Site
@@ -41,6 +42,7 @@ CHECKS = ("nvlink.links", "nvlink.fabric", "nvlink.errors")
 Archived = tuple[Evidence, str]
 SPEED_TOLERANCE = 0.001  # nvidia-smi prints 3 decimals (26.562): a slower link differs by far more
 FABRIC_OK = ("Completed", "Success")
+NOT_REGISTERED = "not_registered"  # label: a GPU's fabric State is not Completed (CUDA does not start there)
 NO_VALUE = ("N/A", "Not Supported")  # nvidia-smi(1): "Any unsupported data is indicated by a N/A"
 HEALTH_TRUE_BAD = ("Route Recovery in progress", "Route Unhealthy", "Access Timeout Recovery")
 
@@ -151,7 +153,9 @@ def judge_fabric(node: str, nv: NvLink, gpus: int, evs: list[Archived]) -> Verdi
         service = _one(evs, "systemctl")
         cause = _cause(problems, service[0] if service else None)
         paths = (path, service[1]) if service else (path,)
-        return expect(check, FAMILY, node, False, f"{msg}: {cause} [{node}]", evidence=paths)
+        registered = all(g.fabric is not None and g.fabric.state == "Completed" for g in query.gpus)
+        labels = {} if registered else {"fabric": NOT_REGISTERED}
+        return expect(check, FAMILY, node, False, f"{msg}: {cause} [{node}]", evidence=paths, labels=labels)
     return expect(
         check,
         FAMILY,
@@ -321,7 +325,13 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             continue
         evs = by_host.get(node, [])
         probe = [(ev, p) for ev, p in evs if ev.source != "counters"]
-        out.append(judge_fabric(node, nt.nvlink, nt.gpus, probe))
+        fabric = judge_fabric(node, nt.nvlink, nt.gpus, probe)
+        out.append(fabric)
         out += judge_links(node, nt.nvlink, nt.gpus, probe)
-        out += judge_errors(node, nt.gpus, [(ev, p) for ev, p in evs if ev.source == "counters"])
+        errors = judge_errors(node, nt.gpus, [(ev, p) for ev, p in evs if ev.source == "counters"])
+        if fabric.labels.get("fabric") == NOT_REGISTERED:
+            # no registration, no CUDA: nothing crossed these NVLinks, so no rise says nothing
+            why = f"not judged: nvlink.fabric on {node} (the fabric is not up: no traffic crossed it)"
+            errors = [replace(v, outcome=Outcome.SKIP, message=why) for v in errors]
+        out += errors
     return out

@@ -89,6 +89,8 @@ class Faults:
     shm_fallback: tuple[str, ...] = ()  # nodes whose GPUs talk over SHM (no P2P) inside the node
     nccl_version: tuple[tuple[str, str], ...] = ()  # (node, the NCCL version its ranks load instead)
     straggler: tuple[tuple[str, float], ...] = ()  # (node, factor): only with >= 2 ranks on >= 2 nodes
+    # nodes where CUDA cannot start (the NVSwitch fabric was never set up: fabric manager down)
+    cuda_not_ready: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -381,6 +383,7 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
                 )
                 for i, f in enumerate(_list(fd.get("straggler")))
             ),
+            tuple(check(f["node"], "cuda_not_ready", nodes) for f in _list(fd.get("cuda_not_ready"))),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None

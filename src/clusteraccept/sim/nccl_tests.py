@@ -72,6 +72,13 @@ from clusteraccept.sim.nccl_tests_output import render_run as render_run
 BINARIES = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf", "sendrecv_perf")
 
 
+# cudaGetErrorString(cudaErrorSystemNotReady = 802): what CUDA says on an NVSwitch system whose fabric the
+# fabric manager has not set up (NVIDIA Fabric Manager user guide; NCCL WARN "Cuda failure 802 'system not
+# yet initialized'" in public H100 reports)
+CUDA_NOT_READY = "system not yet initialized"
+CUDA_LINE = 0
+
+
 def _tasks_per_node(env: dict[str, str], hosts: list[str], tasks: int) -> list[int]:
     spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
     if spec:
@@ -131,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             f"of {hosts[0]} {fab.node(hosts[0]).rails}\n"
         )
         return 3
+    dead = [h for h in hosts if h in fab.faults.cuda_not_ready]
+    if dead:  # nccl-tests' CUDACHECK (src/common.h): "<host>: Test CUDA failure <file>:<line> '<error>'"
+        sys.stdout.write(f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n")
+        return 2  # testCudaError; the line number above is a model value, not the real source line
     json_path = _json_path(opts.output_file) if opts.output_file else None
     text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]), pids)
     if json_path and doc is not None:

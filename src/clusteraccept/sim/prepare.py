@@ -70,6 +70,11 @@ def fabric_doc(
             assert isinstance(no_sharp, list)
             no_sharp.append({"node": f["node"]})
             continue
+        if kind == "fabric_manager_down":  # the NVSwitch fabric never set up: CUDA does not start there
+            no_cuda = faults.setdefault("cuda_not_ready", [])
+            assert isinstance(no_cuda, list)
+            no_cuda.append({"node": f["node"]})
+            continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
             no_gdr = faults.setdefault("no_gdr", [])
             assert isinstance(no_gdr, list)
