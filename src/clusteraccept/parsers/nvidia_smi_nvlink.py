@@ -8,7 +8,8 @@ newer drivers print more counters, some of them rates such as ``Effective BER: 1
 tab and a space as nvidia-smi writes it, or spaces when copied from a terminal. A GPU with no NVLink
 prints its GPU line alone, or followed by NVML's reason (``NVML: Unable to retrieve NVLink information as
 all links are inActive``, a real B200 capture), kept as the GPU's ``note``. Lines before the first GPU line
-that are not link lines (a command line, an elision) are kept as ``notes``; anything else that is not a
+that are not link lines (a command line) are kept as ``notes``; a poster's elision mark (``[...]``,
+``...``) anywhere sets ``elided``; anything else that is not a
 GPU, link or NVML line is refused.
 """
 
@@ -23,6 +24,7 @@ _GPU = re.compile(r"GPU (?P<index>\d+): (?P<name>.*?) \(UUID: (?P<uuid>[^()]*)\)
 _LINK = re.compile(r"\s+Link (?P<link>\d+): (?P<rest>.*?)\s*$")
 _SPEED = re.compile(r"(?P<speed>\d+(?:\.\d+)?) GB/s")
 _COUNTER = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9 ._()/+-]*?)\s*: (?P<value>\S+)")
+_ELISION = re.compile(r"\s*(?:\[\.\.\.\]|\.{3,})\s*")  # "[...]", "...", "....": a poster cut lines
 _NUMBER = re.compile(r"[0-9]+|[0-9]*\.[0-9]+(?:[eE][-+]?[0-9]+)?|[0-9]+(?:\.[0-9]+)?[eE][-+]?[0-9]+")
 Value = int | float | None  # None: printed as N/A
 
@@ -60,6 +62,7 @@ class Gpu:
 class NvlinkReport:
     gpus: tuple[Gpu, ...]
     notes: tuple[str, ...] = ()
+    elided: bool = False  # the text has a poster's elision mark ("[...]", "..."): links may be missing
 
     def gpu(self, index: int) -> Gpu | None:
         return next((g for g in self.gpus if g.index == index), None)
@@ -114,10 +117,14 @@ def parse(text: str) -> NvlinkReport:
     head: re.Match[str] | None = None
     links: dict[int, dict[str, object]] = {}
     note = ""
+    elided = False
     seen: set[int] = set()
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line.strip():
+            continue
+        if _ELISION.fullmatch(line):
+            elided = True
             continue
         gpu = _GPU.match(line)
         if gpu:
@@ -158,4 +165,4 @@ def parse(text: str) -> NvlinkReport:
     if not gpus and notes:
         # nothing but text: not this tool's output (an empty output is a host without NVLink: no GPUs)
         raise ParseError(1, "'GPU N: <name> (UUID: ...)' lines", notes[0])
-    return NvlinkReport(tuple(gpus), tuple(notes))
+    return NvlinkReport(tuple(gpus), tuple(notes), elided)

@@ -24,7 +24,7 @@ def test_h100_18_links_at_26_562_tab_indent() -> None:
     assert g.name == "NVIDIA H100 80GB HBM3" and g.uuid == "GPU-2e37c77d-9f00-a42d-bec1-d72b36af9983"
     assert [lk.index for lk in g.links] == list(range(18))
     assert {lk.speed_GBps for lk in g.links} == {26.562}
-    assert not any(lk.inactive for lk in g.links) and g.note == "" and r.notes == ()
+    assert not any(lk.inactive for lk in g.links) and g.note == "" and r.notes == () and not r.elided
 
 
 def test_v100_inactive_links_spaces_elided_uuid_and_poster_noise() -> None:
@@ -34,7 +34,7 @@ def test_v100_inactive_links_spaces_elided_uuid_and_poster_noise() -> None:
     assert [lk.index for lk in g.links if lk.inactive] == [3, 5]
     assert [lk.speed_GBps for lk in g.links if not lk.inactive] == [25.781] * 4
     assert g.link(3) is not None and g.link(3).speed_GBps is None  # type: ignore[union-attr]
-    assert r.notes == ("nvidia-smi nvlink -s", "....")  # the command and the elision of the poster
+    assert r.notes == ("nvidia-smi nvlink -s",) and r.elided  # the poster's command, and "...." elisions
 
 
 def test_b200_all_links_inactive_is_nvml_s_line_under_the_gpu() -> None:
@@ -80,3 +80,21 @@ def test_truncations_parse_or_raise_parse_error(text: str) -> None:
 @given(mutations(FIXTURES))
 def test_mutations_parse_or_raise_parse_error(text: str) -> None:
     parses_or_parse_error(parse, text)
+
+
+def test_h100_error_counters_three_per_link_blank_lines_and_elision() -> None:
+    r = parse(load("ml-engineering-h100-legacy-replay-recovery-crc.txt"))
+    g = r.gpus[0]
+    assert [lk.index for lk in g.links] == [0, 1, 17]  # links 2-16 elided by the author: "[...]"
+    assert g.link(17).counters == (("Replay Errors", 0), ("Recovery Errors", 0), ("CRC Errors", 0))  # type: ignore[union-attr]
+    assert r.elided and r.notes == ("$ nvidia-smi nvlink -e",)
+
+
+def test_gb200_53_125_and_b200_50_without_decimals() -> None:
+    r = parse(load("k8s-test-infra-371-gb200-53.125-elided.txt"))
+    assert [g.name for g in r.gpus] == ["NVIDIA GB200"] * 2 and r.elided  # GPU 1 cut by the poster: "..."
+    assert {lk.speed_GBps for lk in r.gpus[0].links} == {53.125} and len(r.gpus[0].links) == 18
+    b200 = parse(load("nvbandwidth-44-b200-50gbs-truncated.txt")).gpus[0]
+    assert {lk.speed_GBps for lk in b200.links} == {50.0} and len(b200.links) == 12
+    h100 = parse(load("ml-engineering-h100-26.562-elided.txt")).gpus[0]
+    assert [(lk.index, lk.speed_GBps) for lk in h100.links] == [(0, 26.562), (17, 26.562)]

@@ -37,6 +37,8 @@ def test_excerpts_insufficient_resources_gb200_unhealthy_in_progress() -> None:
     assert (f.state, f.status, f.clique_id) == ("Completed", "Success", "2")
     assert f.cluster_uuid == "dc6e40c4-d722-4357-9ba6-5291dd461278"
     assert f.health == (("Summary", "Unhealthy"), ("Bandwidth", "Full"))
+    f = fabric_section(load("thamada-a40-r550-fabric-na-health-bandwidth-only.txt"))  # r550, then Processes
+    assert (f.state, f.status, f.health) == ("N/A", "N/A", (("Bandwidth", "N/A"),))
     f = fabric_section(load("gpu-operator-2511-in-progress-r580.txt"))
     assert (f.state, f.status) == ("In Progress", "N/A") and dict(f.health)["Route Unhealthy"] == "N/A"
 
