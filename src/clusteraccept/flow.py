@@ -124,6 +124,7 @@ def _header(req: Request, plan: Plan) -> dict[str, Any]:
         "baselines_sha256": baselines_hash(site),
         "nodes": list(site.nodes),
         "blocks": {name: list(members) for name, members in site.blocks.items()},
+        "nvlink_domains": {name: list(members) for name, members in site.nvlink_domains.items()},
         # -k / --nodes selected some campaign steps or nodes only: not a full acceptance
         "subset": req.subjects is not None or req.nodes is not None,
         # the families with no items on this site (plan/subjects.py): not run, and not missing either
@@ -191,7 +192,10 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
 
 
 def execute(req: Request) -> dict[str, Any]:
-    campaigns = req.nccl or "sharp" in req.families
+    # the SHARP on/off runs and the NVLink domains' collectives are campaign steps of their families
+    campaigns = (
+        req.nccl or "sharp" in req.families or ("nvlink" in req.families and bool(req.site.nvlink_domains))
+    )
     site, unavailable = (
         (req.site, None) if req.dry_run else preflight(req.site, req.executor or req.site.slurm.executor)
     )
@@ -375,7 +379,9 @@ def probe_options(site: Site) -> dict[str, object]:
         "roce": site.roce is not None,
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {
-            n: {"nvswitch": nv.nvswitch} for n in site.nodes if (nv := site.node_type(n).nvlink) is not None
+            n: {"nvswitch": nv.nvswitch, "imex": site.domain_of(n) is not None}
+            for n in site.nodes
+            if (nv := site.node_type(n).nvlink) is not None
         },
         "timeout_s": 60,
     }

@@ -279,6 +279,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             gone.append(item)  # no RoCE items on an IB site: nothing to judge, nothing to skip
             state.not_applicable[mark.kwargs["family"]] = why
             continue
+        if per == "domain" and not site.nvlink_domains:
+            gone.append(item)  # NVLink domains end at the node here (HGX): no domain items
+            continue
         if nodes is not None and (per != "node" or subject not in nodes):
             gone.append(item)
             continue
@@ -368,7 +371,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def _members(site: Site, block: str) -> tuple[str, ...]:
-    return site.blocks.get(block) or (site.nodes if block == "all" else ())
+    members = site.blocks.get(block) or site.nvlink_domains.get(block)
+    return members or (site.nodes if block == "all" else ())
 
 
 def _results(config: pytest.Config) -> dict[str, Any]:
@@ -437,7 +441,7 @@ def _run(state: State) -> dict[str, Any]:
                 except SiteConfigError as exc:  # the site's limits cannot hold its plan (plan/limits.py)
                     pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     site = state.site
-    owners = [*site.nodes, *item_subjects(site, "block")]
+    owners = [*site.nodes, *dict.fromkeys([*item_subjects(site, "block"), *site.nvlink_domains])]
     if "verdicts" in state.results:  # a run written before the record's split
         verdicts: Iterable[Mapping[str, Any]] = state.results["verdicts"]
     else:  # what the items show: their own verdicts, the pairs' that did not pass (not every pair's pass)
@@ -490,6 +494,7 @@ def judged(request: pytest.FixtureRequest, ca_site: Site) -> Judged:
     state = request.config.stash[STATE]
     subject = request.node.callspec.params["subject"]
     family, per = mark.kwargs["family"], mark.kwargs["per"]
+    per = "block" if per == "domain" else per  # a domain's verdicts are grouped as a block's (judge/items.py)
     verdicts = selected(state.items.of(family, per, subject), request.node.stash.get(PARTS, None), subject)
     return Judged(
         family,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from clusteraccept.checks.counters import Interval, intervals
+from clusteraccept.checks.nvlink_domain import judge_domains
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
@@ -38,7 +39,7 @@ from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import NvLink
 
 FAMILY = "nvlink"
-CHECKS = ("nvlink.links", "nvlink.fabric", "nvlink.errors")
+CHECKS = ("nvlink.links", "nvlink.fabric", "nvlink.errors", "nvlink.clique", "nvlink.imex", "nvlink.mnnvl")
 Archived = tuple[Evidence, str]
 SPEED_TOLERANCE = 0.001  # nvidia-smi prints 3 decimals (26.562): a slower link differs by far more
 FABRIC_OK = ("Completed", "Success")
@@ -150,7 +151,10 @@ def judge_fabric(node: str, nv: NvLink, gpus: int, evs: list[Archived]) -> Verdi
     problems = fabric_problems(query, gpus)
     if problems:
         msg = f"NVSwitch fabric not up: {_grouped(problems, gpus)}"
-        service = _one(evs, "systemctl")
+        service = next(
+            ((e, p) for e, p in evs if e.source == "systemctl" and e.argv[-1:] == ("nvidia-fabricmanager",)),
+            None,
+        )
         cause = _cause(problems, service[0] if service else None)
         paths = (path, service[1]) if service else (path,)
         registered = all(g.fabric is not None and g.fabric.state == "Completed" for g in query.gpus)
@@ -334,4 +338,6 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             why = f"not judged: nvlink.fabric on {node} (the fabric is not up: no traffic crossed it)"
             errors = [replace(v, outcome=Outcome.SKIP, message=why) for v in errors]
         out += errors
+    if site.nvlink_domains:  # NVLink domains across nodes (NVL72 racks): checks/nvlink_domain.py
+        out += judge_domains(site, evidence, fabric_down(site, evidence))
     return out

@@ -43,6 +43,7 @@ TOOLS: dict[str, str] = {
     # issue 21: NVLink/NVSwitch (probes/nvlink.py; nvlink -e in the counter snapshots)
     "nvidia-smi-nvlink": "nvidia_smi_nvlink",
     "nvidia-smi-q": "nvidia_smi_q",
+    "nvidia-imex-ctl": "nvidia_imex_ctl",
 }
 
 

@@ -28,8 +28,8 @@ class Step:
     and built on demand: a 4,096-node campaign has half a million steps.
     """
 
-    kind: str  # node | pair | block
-    scope: str  # intra_node | pair_in_block | pair_cross_block | block | all
+    kind: str  # node | pair | block | domain (a multi-node NVLink domain's collective)
+    scope: str  # intra_node | pair_in_block | pair_cross_block | block | all | sharp | nvlink_domain
     collective: str
     nodes: tuple[str, ...]
     rail: int | None
@@ -183,7 +183,8 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
 def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
-    shape, node_pos, env_pos = step_shape(site, collective, 2, 2, 1)
+    off_nvlink = off_mnnvl(site, (a, b))
+    shape, node_pos, env_pos = step_shape(site, collective, 2 + len(off_nvlink), 2, 1)
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
     return [
@@ -197,6 +198,7 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
             (
                 ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
                 ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),
+                *off_nvlink.items(),
             ),
             shape,
             node_pos,
@@ -205,6 +207,21 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
         )
         for rail in site.node_type(a).rails
     ]
+
+
+# NCCL env docs, NCCL_MNNVL_ENABLE (since 2.21.5; NCCL_MNNVL in 2.20): "Enable NCCL to use multi-node
+# NVLink, when available": 0 disables it, 1 forces it (NCCL fails where it cannot), 2 (the default)
+# enables it where it is available. Between two nodes of one NVLink domain, a collective left to NCCL
+# crosses the rack's NVLink, not the network rails the nccl family measures.
+MNNVL = "NCCL_MNNVL_ENABLE"
+
+
+def off_mnnvl(site: Site, nodes: tuple[str, ...]) -> dict[str, str]:
+    """``NCCL_MNNVL_ENABLE=0`` where two of ``nodes`` share an NVLink domain (the step must measure the
+    network between them), else nothing."""
+    domains = [site.domain_of(n) for n in nodes]
+    shared = len({d for d in domains if d}) < sum(1 for d in domains if d)
+    return {MNNVL: "0"} if shared else {}
 
 
 def block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> list[Step]:
@@ -219,10 +236,35 @@ def block_steps(site: Site, nodes: tuple[str, ...], scope: str, label: str) -> l
             rail=None,
             subject=label,
             tasks_per_node=gpus,
-            env=rail_hcas(site, nodes),
+            env={**rail_hcas(site, nodes), **off_mnnvl(site, nodes)},
         )
         for c in site.nccl.block_collectives
     ]
+
+
+def domain_rounds(site: Site, nodes: tuple[str, ...], first: int) -> list[Round]:
+    """Per multi-node NVLink domain inside ``nodes`` (an NVL72 rack), one all_reduce over every GPU of it
+    with multi-node NVLink required (NCCL_MNNVL_ENABLE=1): the nvlink family judges that NCCL used it
+    and its busbw (checks/nvlink_domain.py). Domains one after the other: each uses all their GPUs."""
+    inside = set(nodes)
+    out: list[Round] = []
+    for name, members in site.nvlink_domains.items():
+        if len(members) < 2 or not inside.issuperset(members):
+            continue
+        step = _step(
+            site,
+            kind="domain",
+            scope="nvlink_domain",
+            collective="all_reduce",
+            nodes=members,
+            rail=None,
+            subject=name,
+            tasks_per_node=min(site.node_type(n).gpus for n in members),
+            env={MNNVL: "1"},
+            family="nvlink",
+        )
+        out.append(Round(first + len(out), f"nvlink domain {name} all_reduce", (step,)))
+    return out
 
 
 def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob:
@@ -244,6 +286,7 @@ def plan_campaign(site: Site, block: str, nodes: tuple[str, ...]) -> CampaignJob
         for step in block_steps(site, nodes, "block", block):
             rounds.append(Round(len(rounds), f"block {step.collective}", (step,)))
     rounds += _sharp_rounds(site, nodes, block, len(rounds))
+    rounds += domain_rounds(site, nodes, len(rounds))
     return CampaignJob(f"campaign-{block}", block, nodes, tuple(rounds))
 
 

@@ -47,7 +47,9 @@ def item_subjects(site: Site, per: str) -> list[str]:
         return list(site.nodes)
     if per == "block":
         return list(dict.fromkeys([*site.blocks, "all"]))
-    raise ValueError(f"unknown item kind {per!r}; known: node, block")
+    if per == "domain":  # the NVLink domains that span nodes (NVL72 racks); judged as block-like owners
+        return list(site.nvlink_domains)
+    raise ValueError(f"unknown item kind {per!r}; known: node, block, domain")
 
 
 def not_applicable(site: Site, family: str) -> str | None:

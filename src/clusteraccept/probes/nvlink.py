@@ -8,6 +8,10 @@ Commands (nvidia-smi(1), "NVLINK" and "-q"), only on nodes whose type declares N
 - ``systemctl is-active nvidia-fabricmanager`` where the node type has an NVSwitch fabric (the service
   name and unit: NVIDIA Fabric Manager user guide; systemctl(1): prints the unit's state, exits 0 only
   when it is active), which names the cause when the fabric is not up.
+- where the node is in a multi-node NVLink domain (an NVL72 rack): ``systemctl is-active nvidia-imex`` and
+  ``nvidia-imex-ctl -N``, the IMEX service and its view of the domain (IMEX guide, docs.nvidia.com/
+  multi-node-nvlink-systems/imex-guide/: the service ``nvidia-imex``; ``-N`` "gets the full status of the
+  entire IMEX domain"; NCCL's multi-node NVLink needs the domain up, NCCL env docs NCCL_MNNVL_ENABLE).
 The link error counters are not read here: they are read around traffic by the campaign's counter
 snapshots (probes/counters.py, ``--nvlink``), where a rise means errors under load.
 """
@@ -21,6 +25,8 @@ from clusteraccept.probes.topology import timeout_of
 STATUS = ("nvidia-smi", "nvlink", "--status")
 QUERY = ("nvidia-smi", "-q")
 FABRIC_MANAGER = ("systemctl", "is-active", "nvidia-fabricmanager")
+IMEX_SERVICE = ("systemctl", "is-active", "nvidia-imex")
+IMEX_DOMAIN = ("nvidia-imex-ctl", "-N")
 
 
 def collect(options: dict[str, object]) -> list[Evidence]:
@@ -34,4 +40,7 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     ]
     if nodes[hostio.hostname()].get("nvswitch"):
         out.append(hostio.run(list(FABRIC_MANAGER), timeout_s, source="systemctl"))
+    if nodes[hostio.hostname()].get("imex"):
+        out.append(hostio.run(list(IMEX_SERVICE), timeout_s, source="systemctl"))
+        out.append(hostio.run(list(IMEX_DOMAIN), timeout_s, source="nvidia-imex-ctl"))
     return out

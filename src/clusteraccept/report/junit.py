@@ -112,7 +112,7 @@ def _case(family: str, subject: str, vs: list[Mapping[str, Any]], items: Items) 
 def cases(results: Mapping[str, Any]) -> dict[str, list[Case]]:
     """The run's items as testcases, by suite, in the families' order."""
     nodes = list(results.get("nodes") or known_nodes(results))
-    blocks = [*(results.get("blocks") or {}), "all"]
+    blocks = [*(results.get("blocks") or {}), "all", *(results.get("nvlink_domains") or {})]
     items = group(results.get("verdicts", []), nodes, blocks)
     by: dict[str, list[Case]] = {}
     for (family, per, subject), vs in items.owned.items():

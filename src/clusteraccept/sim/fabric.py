@@ -91,6 +91,8 @@ class Faults:
     straggler: tuple[tuple[str, float], ...] = ()  # (node, factor): only with >= 2 ranks on >= 2 nodes
     # nodes where CUDA cannot start (the NVSwitch fabric was never set up: fabric manager down)
     cuda_not_ready: tuple[str, ...] = ()
+    # nodes of an NVLink domain whose multi-node NVLink cannot work (IMEX down, a tray in another clique)
+    mnnvl_broken: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class Fabric:
     spread: float = 0.0  # relative std of a per-run Gaussian factor on busbw (0: none)
     transient_probability: float = 0.0  # per run: the chance of a dip the next attempt does not see
     transient_factor: float = 0.6
+    domains: Mapping[str, str] = field(default_factory=dict)  # node -> its multi-node NVLink domain
     _rail_f: dict[tuple[str, int | None], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -169,13 +172,31 @@ def _per_rank(fab: Fabric, host: str, rails: tuple[int, ...], ranks: int, pair: 
     return min(sum(eff[j] for j in range(i, len(eff), ranks)) for i in range(ranks))
 
 
+def mnnvl(fab: Fabric, hosts: Iterable[str], env: Mapping[str, str]) -> bool:
+    """Whether NCCL would run these hosts' ranks over multi-node NVLink: several hosts of one domain and
+    NCCL_MNNVL_ENABLE not 0 (NCCL env docs: 2, the default, uses it where available)."""
+    names = set(hosts)
+    domains = {fab.domains.get(h) for h in names}
+    return (
+        len(names) > 1 and len(domains) == 1 and None not in domains and env.get("NCCL_MNNVL_ENABLE") != "0"
+    )
+
+
 def bottleneck_GBps(
-    fab: Fabric, hosts: Iterable[str], rails_used: Iterable[int] | None, ranks_per_node: int | None = None
+    fab: Fabric,
+    hosts: Iterable[str],
+    rails_used: Iterable[int] | None,
+    ranks_per_node: int | None = None,
+    *,
+    nvlink: bool = False,
 ) -> float:
-    """The bandwidth of the slowest link a rank of this run depends on (no efficiency, no noise)."""
+    """The bandwidth of the slowest link a rank of this run depends on (no efficiency, no noise);
+    ``nvlink``: the hosts share one NVLink domain and use it (multi-node NVLink), not the rails."""
     names = sorted(set(hosts))
     if not names:
         raise ValueError("no hosts")
+    if nvlink:
+        return min(fab.node(h).nvlink_GBps * fab._rail_f.get((h, None), 1.0) for h in names)
     if len(names) == 1:
         n = fab.node(names[0])
         return n.nvlink_GBps * fab._rail_f.get((names[0], None), 1.0)
@@ -235,6 +256,7 @@ def busbw_GBps(
     ranks_per_node: int | None = None,
     in_place: bool = False,
     attempt: str = "",
+    nvlink: bool = False,
 ) -> float:
     """Bus bandwidth nccl-tests would report for ``collective`` of ``size_B`` bytes over ``hosts``.
 
@@ -250,10 +272,10 @@ def busbw_GBps(
     if size_B <= 0 or nranks < 2 or fab.faults.non_mpi:
         return 0.0
     factor = BUS_FACTOR.get(collective, BUS_FACTOR["all_reduce"])(nranks)
-    peak = fab.efficiency.get(collective, 0.92) * bottleneck_GBps(fab, names, rails, rpn)
+    peak = fab.efficiency.get(collective, 0.92) * bottleneck_GBps(fab, names, rails, rpn, nvlink=nvlink)
     latency_s = fab.latency_us * (1.0 if len(names) > 1 else 0.5) * 1e-6
     seconds = latency_s + factor * size_B / (peak * 1e9)
-    run = f"{collective}|{','.join(names)}|{rails}|{rpn}"
+    run = f"{collective}|{','.join(names)}|{rails}|{rpn}" + ("|mnnvl" if nvlink else "")
     bw = factor * size_B / seconds / 1e9 * _noise(fab, f"{run}|{size_B}|{int(in_place)}")
     if fab.spread or fab.transient_probability:  # (skipped when off: the numbers of before, to the bit)
         bw *= run_factor(
@@ -384,6 +406,7 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
                 for i, f in enumerate(_list(fd.get("straggler")))
             ),
             tuple(check(f["node"], "cuda_not_ready", nodes) for f in _list(fd.get("cuda_not_ready"))),
+            tuple(check(f["node"], "mnnvl_broken", nodes) for f in _list(fd.get("mnnvl_broken"))),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
@@ -401,6 +424,11 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
         spread,
         transient_p,
         transient_f,
+        {
+            str(n): str(name)
+            for name, members in dict(d.get("nvlink_domains", {})).items()
+            for n in hostlist.expand_hostlist(str(members))
+        },
     )
 
 

@@ -10,7 +10,7 @@ tasks' stdout into the step's; the simulator prints them all from rank 0 (the ot
 from __future__ import annotations
 
 from clusteraccept import hostio
-from clusteraccept.sim.fabric import Fabric, physical_gpu
+from clusteraccept.sim.fabric import Fabric, mnnvl, physical_gpu
 from clusteraccept.sim.nccl_tests_options import rails_from_hca
 
 VERSION = "2.28.9+cuda12.9"  # the NCCL the simulated ranks load (an nccl_version fault: another one)
@@ -53,6 +53,7 @@ def info_lines(
     if len(ranks) < 2:
         return ""
     multi = len(hosts) > 1
+    over_nvlink = mnnvl(fab, hosts, env)
     quiet = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")  # read before logging starts: no "set by environment" line
     settings = {k: v for k, v in env.items() if k.startswith("NCCL_") and k not in quiet}
     settings.update({k: v for k, v in _conf_settings().items() if k not in settings})
@@ -83,7 +84,16 @@ def info_lines(
         nxt, (nhost, ngpu) = (rank + 1) % n, ranks[(rank + 1) % n]
         prv, pgpu = (rank - 1) % n, ranks[(rank - 1) % n][1]
         gdr = host not in fab.faults.no_gdr
-        if nhost == host:
+        if over_nvlink:
+            # NCCL src/init.cc and src/transport/p2p.cc: the communicator's summary says MNNVL 1 and
+            # the channels between the domain's nodes run "via P2P/MNNVL"
+            local = [g for h, g in ranks if h == host]
+            out.append(
+                f"{pre} comm 0x{0x5000 + rank:x} rank {rank} nRanks {n} nNodes {len(hosts)} "
+                f"localRanks {len(local)} localRank {local.index(gpu)} MNNVL 1"
+            )
+            lines = [f"{rank}[{gpu}] -> {nxt}[{ngpu}] via P2P/MNNVL"]
+        elif nhost == host:
             via = "SHM/direct/direct" if host in fab.faults.shm_fallback else "P2P/CUMEM"
             lines = [f"{rank}[{gpu}] -> {nxt}[{ngpu}] via {via}"]
         else:
@@ -95,7 +105,7 @@ def info_lines(
                 f"{prv}[{pgpu}] -> {rank}[{gpu}] [receive] via NET/IB/{dev}{suffix}",
             ]
         out += [f"{pre} Channel {ch:02d}/0 : {line}" for ch in range(2) for line in lines]
-        if multi:
+        if multi and not over_nvlink:
             out.append(f"{pre} Connected all rings, use ring PXN 0 GDR {int(gdr)}")
     return "\n".join(out) + "\n"
 

@@ -15,7 +15,7 @@ import time
 import zlib
 from typing import Any
 
-from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, physical_gpu
+from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, mnnvl, physical_gpu
 from clusteraccept.sim.nccl_info import collnet_uplift
 from clusteraccept.sim.nccl_tests_options import TYPES, Options, rails_from_hca
 
@@ -219,6 +219,7 @@ def render_run(
                     ranks_per_node=max(tasks_per_node) * per_proc,
                     in_place=in_place,
                     attempt=attempt,
+                    nvlink=mnnvl(fab, hosts, env),
                 )
                 bus *= collnet_uplift(fab, coll, hosts, env)
                 sec = nbytes * factor / (bus * 1e9)

@@ -75,6 +75,11 @@ def fabric_doc(
             assert isinstance(no_cuda, list)
             no_cuda.append({"node": f["node"]})
             continue
+        if kind in ("wrong_clique", "imex_down"):  # multi-node NVLink cannot work there (NCCL fails init)
+            broken = faults.setdefault("mnnvl_broken", [])
+            assert isinstance(broken, list)
+            broken.append({"node": f["node"]})
+            continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
             no_gdr = faults.setdefault("no_gdr", [])
             assert isinstance(no_gdr, list)
@@ -107,15 +112,23 @@ def fabric_doc(
             "gpus": nt.gpus,
             "rails": [r.hca for r in nt.rails] or ["mlx5_0"],
             "rail_GBps": rail_GBps,
-            "nvlink_GBps": 450.0,
+            # NVLink per GPU and direction: the node type's links x speed (H100: 18 x 25 GB/s data rate;
+            # nvidia-smi prints 26.562, the signalling rate); 450 where the site declares none
+            "nvlink_GBps": _nvlink_GBps(site),
             "gpu_name": nt.gpu_model or "NVIDIA H100 80GB HBM3",
             # the host profiles' GPU bus ids, as nccl-tests prints them ("0000:19:00"): the rank lines
             # and nvidia-smi on a simulated node agree, as on a real one
             "bus_ids": _bus_ids(site),
         },
         "leaves": leaves,
+        "nvlink_domains": {name: ",".join(members) for name, members in site.nvlink_domains.items()},
         "faults": faults,
     }
+
+
+def _nvlink_GBps(site: Site) -> float:
+    nv = site.node_types[0].nvlink
+    return 450.0 if nv is None else nv.gpu_GBps  # 450: an H100's, where the site declares no NVLink
 
 
 def _bus_ids(site: Site) -> list[str]:

@@ -16,6 +16,16 @@ Faults (site ``sim.faults``):
   every step that runs several ranks on the node (sim/traffic.py: errors under load, a marginal link);
 - ``fabric_manager_down {node}``: the fabric was never set up (:data:`FABRIC_NOT_UP` on every GPU) and
   ``systemctl is-active nvidia-fabricmanager`` says inactive.
+
+A node in a multi-node NVLink domain (``nvlink_domains``, an NVL72 rack) has its GPUs' Fabric CliqueId 1
+and a ClusterUUID of the domain (uuid5 of the site and domain; the layout of the real GB200 capture
+dra-driver-626-gb200-unhealthy-grep-C3.txt), ``nvidia-imex`` active and ``nvidia-imex-ctl -N`` in the
+layout of the real 18-node capture imex-N-18node-gb200-570.172-aws-pcs.txt (addresses 10.<d>.0.<i>).
+- ``wrong_clique {node}``: that tray's GPUs are in clique 2 (NCCL's multi-node NVLink then fails there);
+- ``imex_down {node}``: ``systemctl is-active nvidia-imex`` says inactive there, its own ``nvidia-imex-ctl
+  -N`` finds no daemon (exit 1, nothing printed: a model), and the other nodes list it ``UNAVAILABLE`` with
+  ``I`` in the matrix and ``Domain State: DEGRADED`` (the node-down view NCCL's troubleshooting guide and a
+  CycleCloud health check describe).
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import uuid
 from typing import Any
 
 from clusteraccept.probes.counters import NVLINK_ERRORS
-from clusteraccept.probes.nvlink import FABRIC_MANAGER, QUERY, STATUS
+from clusteraccept.probes.nvlink import FABRIC_MANAGER, IMEX_DOMAIN, IMEX_SERVICE, QUERY, STATUS
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import profile_topology
 from clusteraccept.sim.hosts import Part
@@ -34,6 +44,7 @@ from clusteraccept.site.model import Site
 
 DATA = REPO_ROOT / "tests" / "data"
 QUERY_FIXTURE = DATA / "nvidia-smi-q" / "h200-1gpu-vm-driver580-fabric-na.txt"
+IMEX_FIXTURE = DATA / "nvidia-imex-ctl" / "imex-N-18node-gb200-570.172-aws-pcs.txt"
 CAPTURE_BUS = "00000000:00:06.0"
 ERROR_COUNTERS = ("Replay Errors", "Recovery Errors", "CRC Errors")
 CRC = "CRC Errors"
@@ -99,6 +110,50 @@ def query_text(model: str, uuids: list[str], buses: list[str], fabric: tuple[tup
     return "".join(out)
 
 
+def imex_text(addresses: list[str], down: set[int]) -> str:
+    """``nvidia-imex-ctl -N`` over ``addresses``, the nodes ``down`` UNAVAILABLE (the real capture's
+    legend, timestamp and column layout)."""
+    text = IMEX_FIXTURE.read_text()
+    head = text[: text.index("Nodes:\n")]
+    out = [head, "Nodes:\n"]
+    for i, a in enumerate(addresses):
+        status = "UNAVAILABLE" if i in down else "READY"
+        out.append(f"{f'Node #{i}':<9} - {a:<15} - {status:<20} - Version: 570.172\n")
+    n = len(addresses)
+    out.append("\n " + "Nodes From\\To  " + "".join(f"{j:<4}" for j in range(n)).rstrip() + "\n")
+    for i in range(n):
+        cells = ["I" if i in down or j in down else "C" for j in range(n)]
+        out.append(f"{i:>8}        " + "".join(f"{c:<4}" for c in cells).rstrip() + "\n")
+    out.append(f"\nDomain State: {'DEGRADED' if down else 'UP'}\n")
+    return "".join(out)
+
+
+def _domain(node: str, site: Site, part: Part) -> tuple[tuple[str, str], ...]:
+    """The node's part of its multi-node NVLink domain (IMEX commands) and its GPUs' clique facts."""
+    name = site.domain_of(node)
+    if name is None:
+        return ()
+    members = site.nvlink_domains[name]
+    d = list(site.nvlink_domains).index(name) + 1
+    down = {i for i, n in enumerate(members) if any(f["kind"] == "imex_down" for f in _faults_of(site, n))}
+    me = members.index(node)
+    cluster = str(uuid.uuid5(uuid.NAMESPACE_URL, f"clusteraccept-sim:{site.name}:{name}"))
+    clique = "2" if any(f["kind"] == "wrong_clique" for f in _faults_of(site, node)) else "1"
+    if me in down:
+        part.commands += [(" ".join(IMEX_SERVICE), "inactive\n", 3), (" ".join(IMEX_DOMAIN), "", 1)]
+    else:
+        addresses = [f"10.{d}.0.{i + 1}" for i in range(len(members))]
+        part.commands += [
+            (" ".join(IMEX_SERVICE), "active\n", 0),
+            (" ".join(IMEX_DOMAIN), imex_text(addresses, down), 0),
+        ]
+    return (("CliqueId", clique), ("ClusterUUID", cluster))
+
+
+def _faults_of(site: Site, node: str) -> list[dict[str, Any]]:
+    return [f for f in site.sim_faults if f.get("node") == node]
+
+
 def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part = Part()
     nt = site.node_type(node)
@@ -109,9 +164,10 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     heads = [f"GPU {g}: {model} (UUID: {u})" for g, u in enumerate(uuids)]
     links, speed = nt.nvlink.links_per_gpu, f"{nt.nvlink.link_GBps:.3f}"
     inactive = {(int(f["gpu"]), int(f["link"])) for f in _of(faults, "nvlink_inactive")}
-    fabric = FABRIC_UP if nt.nvlink.nvswitch else ()
+    fabric: tuple[tuple[str, str], ...] = FABRIC_UP if nt.nvlink.nvswitch else ()
     if _of(faults, "fabric_manager_down"):
         fabric = FABRIC_NOT_UP
+    fabric += _domain(node, site, part)
     down = bool(_of(faults, "fabric_manager_down"))
     if nt.nvlink.nvswitch:  # systemctl(1) is-active: the state, exit 0 only when active (3 where inactive)
         part.commands.append(

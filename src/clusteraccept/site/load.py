@@ -20,7 +20,7 @@ from clusteraccept.site.baselines import load_baselines
 from clusteraccept.site.campaign import parse_nccl, parse_tools
 from clusteraccept.site.fabric import parse_gpudirect, parse_roce, parse_sharp
 from clusteraccept.site.model import Site
-from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types
+from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types, parse_nvlink_domains
 from clusteraccept.site.operations import KEYS as OPS_KEYS
 from clusteraccept.site.operations import parse_ops
 from clusteraccept.site.schema import Section, describe, expand_repo, refuse_control, refuse_secrets
@@ -55,6 +55,7 @@ TOP_KEYS = [
     "nodes",
     "blocks",
     "node_types",
+    "nvlink_domains",
     "roce",
     "sharp",
     "gpudirect",
@@ -96,6 +97,9 @@ FAULT_FAMILY: dict[str, str] = {
     "nvlink_inactive": "nvlink",
     "nvlink_errors": "nvlink",
     "fabric_manager_down": "nvlink",
+    # multi-node NVLink domains (an NVL72 rack): a tray in another clique, the IMEX service down there
+    "wrong_clique": "nvlink",
+    "imex_down": "nvlink",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -135,6 +139,7 @@ def parse_site(path: Path, data: Any) -> Site:
     sharp = parse_sharp(top)
     tools = parse_tools(top)
     nccl = parse_nccl(top)
+    node_types = parse_node_types(top, nodes)
     raw_baselines = top.raw("baselines", {})
     baselines_file = None
     if isinstance(raw_baselines, str):
@@ -156,7 +161,8 @@ def parse_site(path: Path, data: Any) -> Site:
         nodes=nodes,
         blocks=blocks,
         blocks_from_slurm=from_slurm,
-        node_types=parse_node_types(top, nodes),
+        node_types=node_types,
+        nvlink_domains=parse_nvlink_domains(top, node_types, blocks, from_slurm),
         roce=roce,
         sharp=sharp,
         tools=tools,

@@ -40,6 +40,9 @@ class Site:
     gpudirect: Gpudirect = field(default_factory=Gpudirect)
     # a file of NAME=value credentials (mode 0600) read at submit time and never written (site/env_file.py)
     env_file: str | None = None
+    # NVLink domains that span nodes (NVL72 racks), name -> nodes (site/nodes.parse_nvlink_domains); a
+    # node in none is its own domain (HGX)
+    nvlink_domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @cached_property
     def _type_of(self) -> dict[str, NodeType]:
@@ -51,6 +54,14 @@ class Site:
 
     def node_type(self, node: str) -> NodeType:
         return self._type_of[node]  # KeyError for a node the site does not have
+
+    @cached_property
+    def _domain_index(self) -> dict[str, str]:
+        return {n: name for name, members in self.nvlink_domains.items() for n in members}
+
+    def domain_of(self, node: str) -> str | None:
+        """The multi-node NVLink domain ``node`` is in (None: the node is its own)."""
+        return self._domain_index.get(node)
 
     def block_of(self, node: str) -> str | None:
         return self._block_index.get(node)

@@ -45,6 +45,16 @@ class NvLink:
     # NVSwitch fabric: the GPUs' nvidia-smi -q Fabric must be State Completed, Status Success (HGX: set
     # up by the fabric manager); false for GPUs linked directly (2-GPU boards, NVLink bridges)
     nvswitch: bool = True
+    # Nodes in one NVLink domain: 1 for HGX (the domain ends at the node); GB200/GB300 NVL72: 18 compute
+    # trays share one NVSwitch domain across the rack (their nodes are listed in ``nvlink_domains``)
+    domain_nodes: int = 1
+
+    @property
+    def gpu_GBps(self) -> float:
+        """NVLink bandwidth per GPU and direction: the links x each link's data rate, 25 GB/s on NVLink4
+        (nvidia-smi prints 26.562, the signalling rate) and 50 GB/s on NVLink5 (printed 50 or 53.125):
+        NVIDIA's 900 GB/s per H100 and 1.8 TB/s per GB200 GPU count both directions."""
+        return self.links_per_gpu * (50.0 if self.link_GBps >= 50 else 25.0)
 
 
 @dataclass(frozen=True)
@@ -127,13 +137,16 @@ def _rails(sec: Section) -> tuple[Rail, ...]:
 def _nvlink(sec: Section) -> NvLink | None:
     if not sec.has("nvlink"):
         return None
-    nv = sec.section("nvlink", ["links_per_gpu", "link_GBps", "nvswitch"])
+    nv = sec.section("nvlink", ["links_per_gpu", "link_GBps", "nvswitch", "domain_nodes"])
     return NvLink(
         links_per_gpu=nv.integer("links_per_gpu", "a link count per GPU >= 1, like 18", minimum=1),
         link_GBps=nv.number(
             "link_GBps", "a link speed in GB/s as nvidia-smi prints it, like 26.562", minimum=0.001
         ),
         nvswitch=nv.flag("nvswitch", default=True),
+        domain_nodes=nv.integer(
+            "domain_nodes", "the nodes in one NVLink domain (1: HGX; 18: an NVL72 rack)", default=1, minimum=1
+        ),
     )
 
 
@@ -214,3 +227,91 @@ def parse_blocks(top: Section, all_nodes: tuple[str, ...]) -> tuple[dict[str, tu
             seen[n] = name
         blocks[name] = members
     return blocks, False
+
+
+def parse_nvlink_domains(
+    top: Section,
+    types: tuple[NodeType, ...],
+    blocks: dict[str, tuple[str, ...]],
+    blocks_from_slurm: bool,
+) -> dict[str, tuple[str, ...]]:
+    """``nvlink_domains``: the NVLink domains that span nodes (an NVL72 rack), name -> nodes; or
+    ``blocks``: each of the site's blocks is one (Slurm topology/block with a block per rack). Every node
+    of a type whose ``nvlink.domain_nodes`` is over 1 is in exactly one, of at most that many nodes of
+    that one type; a domain lies inside one block, whose campaign runs its collective. Nodes of other
+    types are each their own domain and are not listed."""
+    value = top.raw("nvlink_domains", None)
+    multi = {n: nt for nt in types if nt.nvlink and nt.nvlink.domain_nodes > 1 for n in nt.nodes}
+    if value is None:
+        if multi:
+            node = next(iter(multi))
+            expected = "the NVLink domains of nodes whose type has nvlink.domain_nodes > 1 (or 'blocks')"
+            raise SiteConfigError(top.file, "nvlink_domains", expected, f"none for {node!r}")
+        return {}
+    if value == "blocks":
+        if blocks_from_slurm:
+            raise SiteConfigError(
+                top.file,
+                "nvlink_domains",
+                "the racks listed by name when blocks: slurm (the domains are judged from the site)",
+                "'blocks'",
+            )
+        domains = dict(blocks)
+    else:
+        sec = Section(
+            top.file, "nvlink_domains", value, [str(k) for k in value] if isinstance(value, dict) else []
+        )
+        if not isinstance(value, dict):
+            raise sec.error("", "'blocks' or a mapping of domain names to hostlists", value)
+        domains = {}
+        for name in sec.data:
+            _check_name(top.file, "nvlink_domains", name, "an NVLink domain name like 'rack01'")
+            domains[str(name)] = expand_hostlist(sec, name)
+    return _checked_domains(top.file, domains, multi, blocks)
+
+
+def _checked_domains(
+    file: str,
+    domains: dict[str, tuple[str, ...]],
+    multi: dict[str, NodeType],
+    blocks: dict[str, tuple[str, ...]],
+) -> dict[str, tuple[str, ...]]:
+    seen: dict[str, str] = {}
+    block_of = {n: b for b, members in blocks.items() for n in members}
+    for name, members in domains.items():
+        key = f"nvlink_domains.{name}"
+        if name in multi:  # a domain's verdicts would be taken for the node's (judge/items.py)
+            raise SiteConfigError(file, key, "a domain name that is not a node's", repr(name))
+        for n in members:
+            nt = multi.get(n)
+            if nt is None or nt.nvlink is None:
+                raise SiteConfigError(
+                    file,
+                    key,
+                    "nodes whose type has nvlink.domain_nodes > 1",
+                    f"{n!r} (a 1-node NVLink domain)",
+                )
+            if n in seen:
+                raise SiteConfigError(
+                    file, key, "each node in one NVLink domain", f"{n!r} also in {seen[n]!r}"
+                )
+            seen[n] = name
+            if nt.name != multi[members[0]].name:
+                raise SiteConfigError(file, key, "nodes of one node type", f"{members[0]!r} and {n!r}")
+        size = multi[members[0]].nvlink.domain_nodes  # type: ignore[union-attr]
+        if len(members) > size:
+            raise SiteConfigError(file, key, f"at most nvlink.domain_nodes={size} nodes", str(len(members)))
+        homes = {block_of.get(n) for n in members}
+        if blocks and len(homes) > 1:
+            raise SiteConfigError(
+                file,
+                key,
+                "nodes of one block (its campaign runs the domain's collective)",
+                ", ".join(sorted(str(h) for h in homes)),
+            )
+    missing = next((n for n in multi if n not in seen), None)
+    if missing is not None:
+        raise SiteConfigError(
+            file, "nvlink_domains", "every node of a multi-node NVLink type", f"{missing!r} in none"
+        )
+    return domains

@@ -36,7 +36,7 @@ def test_suites_declare_exactly_the_judged_families() -> None:
     checks = declared()
     assert {fam for _, fam, _ in checks} == set(families.JUDGED)
     assert all(check == fam for check, fam, _ in checks), checks  # one item per family and node or block
-    assert {per for _, _, per in checks} == {"node", "block"}
+    assert {per for _, _, per in checks} == {"node", "block", "domain"}  # domain: NVL72 racks
 
 
 def test_every_verdict_the_judges_emit_has_an_item_or_is_a_pairs_evidence(demo_run: DemoRun) -> None:
