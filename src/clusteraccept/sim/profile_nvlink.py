@@ -38,7 +38,7 @@ from clusteraccept.probes.counters import NVLINK_ERRORS
 from clusteraccept.probes.nvlink import FABRIC_MANAGER, IMEX_DOMAIN, IMEX_SERVICE, QUERY, STATUS
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim import profile_topology
-from clusteraccept.sim.hosts import Part
+from clusteraccept.sim.hosts import Part, faults_for
 from clusteraccept.sim.traffic import NVLINK
 from clusteraccept.site.model import Site
 
@@ -135,10 +135,10 @@ def _domain(node: str, site: Site, part: Part) -> tuple[tuple[str, str], ...]:
         return ()
     members = site.nvlink_domains[name]
     d = list(site.nvlink_domains).index(name) + 1
-    down = {i for i, n in enumerate(members) if any(f["kind"] == "imex_down" for f in _faults_of(site, n))}
+    down = {i for i, n in enumerate(members) if any(f["kind"] == "imex_down" for f in faults_for(site, n))}
     me = members.index(node)
     cluster = str(uuid.uuid5(uuid.NAMESPACE_URL, f"clusteraccept-sim:{site.name}:{name}"))
-    clique = "2" if any(f["kind"] == "wrong_clique" for f in _faults_of(site, node)) else "1"
+    clique = "2" if any(f["kind"] == "wrong_clique" for f in faults_for(site, node)) else "1"
     if me in down:
         part.commands += [(" ".join(IMEX_SERVICE), "inactive\n", 3), (" ".join(IMEX_DOMAIN), "", 1)]
     else:
@@ -148,10 +148,6 @@ def _domain(node: str, site: Site, part: Part) -> tuple[tuple[str, str], ...]:
             (" ".join(IMEX_DOMAIN), imex_text(addresses, down), 0),
         ]
     return (("CliqueId", clique), ("ClusterUUID", cluster))
-
-
-def _faults_of(site: Site, node: str) -> list[dict[str, Any]]:
-    return [f for f in site.sim_faults if f.get("node") == node]
 
 
 def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
