@@ -379,7 +379,9 @@ def probe_options(site: Site) -> dict[str, object]:
         "roce": site.roce is not None,
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {
-            n: {"nvswitch": nv.nvswitch, "imex": site.domain_of(n) is not None}
+            # nvidia-fabricmanager runs on an HGX node; an NVL72 rack's fabric manager on its NVLink
+            # switch trays (Fabric Manager user guide: "single-node HGX and DGX systems")
+            n: {"nvswitch": nv.nvswitch and nv.domain_nodes == 1, "imex": site.domain_of(n) is not None}
             for n in site.nodes
             if (nv := site.node_type(n).nvlink) is not None
         },

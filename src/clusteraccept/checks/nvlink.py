@@ -117,9 +117,14 @@ def _grouped(problems: list[str], gpus: int) -> str:
     return "; ".join(other + parts)
 
 
-def _cause(problems: list[str], service: Evidence | None) -> str:
+def _cause(problems: list[str], service: Evidence | None, rack: bool) -> str:
     if not any("In Progress" in p or "Not Started" in p for p in problems):
         return "the NVSwitch fabric is not healthy for these GPUs"
+    if rack:  # the Fabric Manager user guide covers single-node HGX/DGX; a rack's runs on its switch trays
+        return (
+            "the rack's NVLink fabric has not registered these GPUs (its fabric manager runs on the NVLink "
+            "switch trays, not on this tray): CUDA cannot use them across the domain until it does"
+        )
     state = service.stdout.strip() if service is not None and service.stdout.strip() else ""
     if service is not None and service.returncode != 0 and state:
         return (
@@ -155,7 +160,7 @@ def judge_fabric(node: str, nv: NvLink, gpus: int, evs: list[Archived]) -> Verdi
             ((e, p) for e, p in evs if e.source == "systemctl" and e.argv[-1:] == ("nvidia-fabricmanager",)),
             None,
         )
-        cause = _cause(problems, service[0] if service else None)
+        cause = _cause(problems, service[0] if service else None, nv.domain_nodes > 1)
         paths = (path, service[1]) if service else (path,)
         registered = all(g.fabric is not None and g.fabric.state == "Completed" for g in query.gpus)
         labels = {} if registered else {"fabric": NOT_REGISTERED}

@@ -110,26 +110,40 @@ def judge_clique(
     return expect(check, FAMILY, domain, True, msg, evidence=tuple(paths[:8]))
 
 
-def _imex_view(node: str, ev: Evidence, size: int) -> list[str]:
+def _imex_view(ev: Evidence, size: int) -> list[str]:
+    """What one node's ``nvidia-imex-ctl -N`` shows wrong ("sees ..." without the node's name)."""
     try:
         d = nvidia_imex_ctl.parse(ev.stdout)
     except ParseError as exc:
-        return [f"{node}: nvidia-imex-ctl -N unreadable ({exc})"]
+        return [f"printed an unreadable nvidia-imex-ctl -N ({exc})"]
     out = []
     if len(d.nodes) != size:
-        out.append(f"{node} sees an IMEX domain of {len(d.nodes)} nodes, the NVLink domain has {size}")
+        out.append(f"sees an IMEX domain of {len(d.nodes)} nodes, the NVLink domain has {size}")
     down = [f"Node #{n.index} ({n.address}) {n.status}" for n in d.nodes if n.status != "READY"]
     links = d.not_connected()
     if d.state != "UP" or down or links:
         what = ", ".join(down[:3]) or f"{len(links)} links not C"
-        out.append(f"{node} sees Domain State {d.state}: {what}")
+        out.append(f"sees Domain State {d.state}: {what}")
+    return out
+
+
+def _grouped_views(views: dict[str, list[str]]) -> list[str]:
+    """One line per finding, with the nodes that see it: 17 trays seeing one tray down is one line."""
+    nodes: dict[str, list[str]] = defaultdict(list)
+    for node, found in views.items():
+        for what in found:
+            nodes[what].append(node)
+    out = []
+    for what, who in nodes.items():
+        names = ", ".join(who[:3]) + (", ..." if len(who) > 3 else "")
+        out.append(f"{who[0]} {what}" if len(who) == 1 else f"{len(who)} nodes ({names}) {what}")
     return out
 
 
 def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Archived]]) -> Verdict:
     check = "nvlink.imex"
     causes: list[str] = []
-    views: list[str] = []
+    views: dict[str, list[str]] = {}
     missing: list[str] = []
     paths: list[str] = []
     for node in members:
@@ -147,11 +161,12 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
             causes.append(f"nvidia-imex {state} on {node}")
             continue  # its own nvidia-imex-ctl has no daemon to ask: the service is the finding
         if ctl[0].returncode != 0:
-            views.append(f"{node}: nvidia-imex-ctl -N failed (exit {ctl[0].returncode}: {_tail(ctl[0])})")
+            views[node] = [f"had nvidia-imex-ctl -N fail (exit {ctl[0].returncode}: {_tail(ctl[0])})"]
             continue
-        views += _imex_view(node, ctl[0], len(members))
+        if found := _imex_view(ctl[0], len(members)):
+            views[node] = found
     if causes or views:
-        seen = f"; {'; '.join(views[:3])}" if views else ""
+        seen = f"; {'; '.join(_grouped_views(views)[:3])}" if views else ""
         msg = (
             f"IMEX domain {domain} not up: {', '.join(causes) or 'every service active'}{seen}: multi-node "
             "NVLink needs IMEX on every node of the domain (systemctl start nvidia-imex; nvidia-imex-ctl -N) "

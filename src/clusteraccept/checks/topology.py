@@ -4,9 +4,10 @@ Evidence: probes/topology.py (nvidia-smi topo -m and --query-gpu, lscpu, ibstat,
 Verdicts:
 - ``topology.gpu_inventory``  on ``<node>``: GPU count and model (nvidia-smi), every sysfs GPU visible;
 - ``topology.gpu_nic_affinity`` on ``<node>:gpu<k>``: each rail NIC of GPU k is its closest NIC
-  (PIX/PXB in ``nvidia-smi topo -m``) and on the GPU's NUMA node (sysfs ``numa_node`` of both,
-  cross-checked against nvidia-smi's NUMA affinity); ``numa_node = -1`` (a VM, one socket) is "no NUMA
-  information", judged by the node type's ``numa_expected``;
+  (PIX/PXB in ``nvidia-smi topo -m``, or the node type's ``gpu_nic_path``: NODE on Grace trays) and
+  on the GPU's NUMA node (sysfs ``numa_node`` of both, cross-checked against nvidia-smi's NUMA
+  affinity); ``numa_node = -1`` (a VM, one socket) is "no NUMA information", judged by the node
+  type's ``numa_expected``;
 - ``topology.pcie_link`` on ``<node>:gpu<k>`` and ``topology.nic_pcie_link`` on ``<node>:rail<k>``:
   current PCIe speed and width equal the device's maximum (sysfs current_link_* vs max_link_*);
 - ``topology.nic_port`` on ``<node>:rail<k>``: the rail port is Active/LinkUp at the expected rate and
@@ -36,7 +37,6 @@ from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import Rail
 
 FAMILY = "topology"
-CLOSE = ("PIX", "PXB")
 _GTS = re.compile(r"([0-9]+(?:\.[0-9]+)?) GT/s")
 
 
@@ -136,8 +136,9 @@ def _affinity(
             f"sysfs reports no NUMA node (numa_node=-1) for {' and '.join(unknown)} but node type "
             f"{site.node_type(node).name} expects NUMA information (numa_expected)"
         )
-    if link not in CLOSE:
-        bad.append(f"nvidia-smi topo: {link}, expected PIX or PXB")
+    close = site.node_type(node).gpu_nic_path
+    if link not in close:
+        bad.append(f"nvidia-smi topo: {link}, expected {' or '.join(close)}")
     elif hca not in closest:
         bad.append(f"{hca} is {link} but not GPU{gpu}'s closest NIC ({', '.join(closest)} closer)")
     where = (

@@ -5,7 +5,8 @@ Commands (nvidia-smi(1), "NVLINK" and "-q"), only on nodes whose type declares N
 - ``nvidia-smi nvlink --status``: each GPU's links, their speed or ``<inactive>``;
 - ``nvidia-smi -q``: per GPU its ``Fabric`` section (State, Status; CliqueId, ClusterUUID and Health on
   newer drivers), which says whether the NVSwitch fabric was set up for it.
-- ``systemctl is-active nvidia-fabricmanager`` where the node type has an NVSwitch fabric (the service
+- ``systemctl is-active nvidia-fabricmanager`` where the node has an NVSwitch fabric of its own (HGX; an
+  NVL72 tray's fabric is managed on the rack's NVLink switch trays, so not there) (the service
   name and unit: NVIDIA Fabric Manager user guide; systemctl(1): prints the unit's state, exits 0 only
   when it is active), which names the cause when the fabric is not up.
 - where the node is in a multi-node NVLink domain (an NVL72 rack): ``systemctl is-active nvidia-imex`` and

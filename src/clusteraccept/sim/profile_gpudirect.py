@@ -57,10 +57,8 @@ def _lspci(bdf: str, port_type: str, acs_on: bool) -> str:
 
 def _bridges(s: Slot) -> list[tuple[str, str]]:
     """(bdf, PCIe port type) of every bridge above GPU and NIC of a slot."""
-    kinds = ("Root Port", "Upstream Port", "Downstream Port")
-    out = list(zip(s.bridges_gpu, kinds, strict=True))
-    nic = [(b, "Root Port" if len(s.bridges_nic) == 1 else kinds[i]) for i, b in enumerate(s.bridges_nic)]
-    return out + nic
+    kinds = ("Root Port", "Upstream Port", "Downstream Port")  # a lone bridge is the root port
+    return [(b, kinds[i]) for path in (s.bridges_gpu, s.bridges_nic) for i, b in enumerate(path)]
 
 
 def _client(s: Slot, model: str, slots: list[Slot]) -> str:

@@ -1,7 +1,7 @@
 """Simulated host part for the launch record (probes/launch.py, through hostio's CPU-affinity seam).
 
 - ``affinity.json``: the CPUs Slurm gives a step's task on that node: all of the node's CPUs (a step
-  without --exact, templates/srun_step.j2), the fixture's two sockets (sim/profile_topology.py);
+  without --exact, templates/srun_step.j2), the modelled shape's two sockets (sim/profile_topology.py);
 - the GPUs' ``local_cpulist`` comes with the topology part.
 
 Faults: ``cpu_pinned {node}``: every task on the node ends up on CPU 0 whatever it asks (a task prolog
@@ -16,15 +16,16 @@ from typing import Any
 
 from clusteraccept.parsers._cpulist import parse_ids
 from clusteraccept.sim.hosts import Part
-from clusteraccept.sim.profile_topology import ALL_CPUS, supported
+from clusteraccept.sim.profile_topology import shape
 from clusteraccept.site.model import Site
 
 
 def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part = Part()
-    if not supported(site, node):
+    sh = shape(site, node)
+    if sh is None:
         return part
-    affinity: dict[str, list[int]] = {"allowed": list(parse_ids(ALL_CPUS) or ())}
+    affinity: dict[str, list[int]] = {"allowed": list(parse_ids(sh.all_cpus) or ())}
     if any(f.get("kind") == "cpu_pinned" for f in faults):
         affinity["forced"] = [0]
     part.profile_files["affinity.json"] = json.dumps(affinity)

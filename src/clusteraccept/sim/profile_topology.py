@@ -13,6 +13,17 @@ RR+2:00.0 -> NIC at RR+3:00.0 and RR+2:01.0 -> GPU at RR+4:00.0): one switch bet
 which nvidia-smi reports as PIX; rail roots on the two sockets give NODE within and SYS across sockets.
 Links are Gen5 x16 ("32.0 GT/s PCIe", as the real H200 sysfs prints it).
 
+A node type of 4 GPUs with a rail each is modelled as a GB200 compute tray (:data:`GRACE4`): two Grace
+CPUs (72 cores each, no SMT: "0-71" and "72-143", the CPU Affinity of the real 4x GB200 ``nvidia-smi topo
+-m`` in sgl-project/sglang#11208), GPUs 0-1 and rails 0-1 on the first, 2-3 on the second. A Grace GPU
+hangs off its CPU by NVLink-C2C, not behind a PCIe switch with a NIC: the model gives every GPU and every
+NIC a root complex of its own (PCI domains 0008/0009/0018/0019 for GPUs as NVIDIA's GB200 rdma_topo
+example numbers them, 0000/0002/0010/0012 for NICs), so nvidia-smi reports NODE on one socket and SYS
+across (the classes Mellanox/ngc_multinode_perf#129 reports for GB200 + CX-7). That tray's matrix is
+SYNTHETIC, written in the real fixture's layout and legend; its NUMA Affinity and GPU NUMA ID columns
+are the sglang capture's (GPU memory is NUMA nodes of its own there; GPU3's row is cut in the issue and
+follows GPU2's pattern).
+
 Faults: ``nic_wrong_numa {node, gpu}`` moves GPU k's rail NIC to a root port of the other socket
 (numa_node, PCI path and nvidia-smi link classes change); ``pcie_x8 {node, gpu}`` trains GPU k's link at
 x8 (``{node, rail}``: the rail NIC's link).
@@ -73,17 +84,81 @@ def _bdf(bus: int, dev: int = 0) -> str:
     return f"0000:{bus:02x}:{dev:02x}.0"
 
 
-def supported(site: Site, node: str) -> bool:
-    """The fixture models 8 GPUs with one rail NIC each (rail k <-> GPU k)."""
+@dataclass(frozen=True)
+class Shape:
+    """A node shape the simulator models: its GPU count (one rail NIC each) and its sockets' CPUs."""
+
+    name: str
+    gpus: int
+    socket_cpus: tuple[str, str]  # sysfs local_cpulist of devices on socket 0 and 1
+    all_cpus: str
+
+
+# The real fixture's two sockets (its "CPU Affinity" column, GPUs 0-3 / 4-7)
+HGX8 = Shape("hgx8", 8, ("0-47,96-143", "48-95,144-191"), "0-191")
+GRACE4 = Shape("grace4", 4, ("0-71", "72-143"), "0-143")
+GRACE_GPU_DOMAINS = (0x0008, 0x0009, 0x0018, 0x0019)
+GRACE_NIC_DOMAINS = (0x0000, 0x0002, 0x0010, 0x0012)
+# from the real 4x GB200 capture (sglang#11208): CPU Affinity, NUMA Affinity, GPU NUMA ID per GPU
+GRACE_AFFINITY = (
+    ("0-71", "0,3-9,11-17", "2"),
+    ("0-71", "0,3-9,11-17", "10"),
+    ("72-143", "1,19-25,27-33", "18"),
+    ("72-143", "1,19-25,27-33", "26"),
+)
+
+
+def shape(site: Site, node: str) -> Shape | None:
+    """The modelled shape of the node's type (rail k <-> GPU k), None when the simulator has none."""
     nt = site.node_type(node)
-    return nt.gpus == 8 and [(r.index, r.gpu) for r in nt.rails] == [(k, k) for k in range(8)]
+    for sh in (HGX8, GRACE4):
+        if nt.gpus == sh.gpus and [(r.index, r.gpu) for r in nt.rails] == [(k, k) for k in range(sh.gpus)]:
+            return sh
+    return None
+
+
+def supported(site: Site, node: str) -> bool:
+    return shape(site, node) is not None
 
 
 def wrong_numa_gpus(faults: list[dict[str, Any]]) -> set[int]:
     return {int(f["gpu"]) for f in faults if f.get("kind") == "nic_wrong_numa" and "gpu" in f}
 
 
+def _dom_bdf(domain: int, bus: int) -> str:
+    return f"{domain:04x}:{bus:02x}:00.0"
+
+
+def _grace_layout(site: Site, node: str, faults: list[dict[str, Any]]) -> list[Slot]:
+    """Each GPU and NIC under its own root port (``<domain>:00:00.0``), device on bus 01."""
+    moved = wrong_numa_gpus(faults)
+    slots = []
+    for r in site.node_type(node).rails:
+        socket, gdom, ndom = r.index // 2, GRACE_GPU_DOMAINS[r.index], GRACE_NIC_DOMAINS[r.index]
+        nic_socket = socket
+        if r.gpu in moved:  # into a free root complex of the other socket, beside rail (k+2)%4's
+            ndom, nic_socket = GRACE_NIC_DOMAINS[(r.index + 2) % 4] + 1, 1 - socket
+        slots.append(
+            Slot(
+                r.index,
+                r.gpu,
+                r.hca,
+                socket,
+                f"pci{gdom:04x}:00",
+                (_dom_bdf(gdom, 0),),
+                (_dom_bdf(ndom, 0),),
+                _dom_bdf(gdom, 1),
+                _dom_bdf(ndom, 1),
+                nic_socket,
+                f"pci{ndom:04x}:00",
+            )
+        )
+    return slots
+
+
 def layout(node: str, site: Site, faults: list[dict[str, Any]]) -> list[Slot]:
+    if shape(site, node) is GRACE4:
+        return _grace_layout(site, node, faults)
     rails = site.node_type(node).rails
     buses = []
     for r in rails:
@@ -130,6 +205,36 @@ def _fixture(path: str) -> str:
     return Path(path).read_text()
 
 
+def grace_topo_text(slots: list[Slot], nvlinks: int) -> str:
+    """A Grace tray's matrix (SYNTHETIC, module docstring): GPUs joined by ``NV<links>``, GPU/NIC and
+    NIC/NIC NODE on one socket and SYS across, in the real fixture's layout, legend and NIC legend."""
+    n = len(slots)
+    head = "".ljust(CELL) + "".join(f"GPU{s.gpu}".ljust(CELL) for s in slots)
+    head += "".join(f"NIC{s.rail}".ljust(CELL) for s in slots) + "CPU Affinity    NUMA Affinity   GPU NUMA ID"
+
+    def cls(a: int, b: int) -> str:
+        return "NODE" if a == b else "SYS"
+
+    rows = [head]
+    for g in slots:
+        cells = [" X" if h is g else f"NV{nvlinks}" for h in slots]
+        cells += [cls(g.socket, s.nic_socket) for s in slots]
+        cpu, numa, gnid = GRACE_AFFINITY[g.gpu]
+        rows.append(
+            f"GPU{g.gpu}".ljust(CELL)
+            + "".join(c.ljust(CELL) for c in cells)
+            + f"{cpu.ljust(16)}{numa.ljust(24)}{gnid}"
+        )
+    for m in slots:
+        cells = [cls(m.nic_socket, g.socket) for g in slots]
+        cells += [" X" if s is m else cls(m.nic_socket, s.nic_socket) for s in slots]
+        rows.append((f"NIC{m.rail}".ljust(CELL) + "".join(c.ljust(CELL) for c in cells)).rstrip())
+    legend = _fixture(str(TOPO_FIXTURE)).split("\nLegend:", 1)[1].split("\nNIC Legend:", 1)[0]
+    nic_legend = "".join(f"  NIC{s.rail}: {s.hca}\n" for s in slots)
+    assert n == len(GRACE_AFFINITY)
+    return "\n".join(rows) + "\n\nLegend:" + legend + "\nNIC Legend:\n\n" + nic_legend
+
+
 def topo_text(slots: list[Slot]) -> str:
     """The real matrix, NIC legend renamed, link classes of moved NICs recomputed."""
     lines = _fixture(str(TOPO_FIXTURE)).split("\n")
@@ -167,16 +272,11 @@ def ibstat_text(hcas: list[str], link_layer: str = "InfiniBand") -> str:
     return "".join(re.sub(r"^CA '[^']*'", f"CA '{name}'", b) for name, b in zip(names, ib, strict=False))
 
 
-# The CPUs of each socket: the fixture's "CPU Affinity" column (GPUs 0-3 / 4-7), as sysfs local_cpulist.
-SOCKET_CPUS = ("0-47,96-143", "48-95,144-191")
-ALL_CPUS = "0-191"
-
-
-def _device(part: Part, path: str, cls: str, numa: int, width: int) -> None:
+def _device(part: Part, path: str, cls: str, numa: int, width: int, sh: Shape) -> None:
     attrs = {
         "class": cls,
         "numa_node": str(numa),
-        "local_cpulist": SOCKET_CPUS[numa],
+        "local_cpulist": sh.socket_cpus[numa],
         "current_link_speed": GEN5,
         "max_link_speed": GEN5,
         "current_link_width": str(width),
@@ -193,10 +293,16 @@ def _bridges(part: Part, parent: str, bdfs: tuple[str, ...]) -> None:
         part.links[f"/sys/bus/pci/devices/{b}"] = parent
 
 
+def _nvlinks(site: Site, node: str) -> int:
+    nv = site.node_type(node).nvlink
+    return nv.links_per_gpu if nv is not None else 18  # GB200: NV18 in the sglang capture
+
+
 def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part = Part()
-    if not supported(site, node):
-        return part  # not the fixture's shape: the node looks like a host with none of these tools
+    sh = shape(site, node)
+    if sh is None:
+        return part  # not a modelled shape: the node looks like a host with none of these tools
     slots = layout(node, site, faults)
     x8_gpu = {int(f["gpu"]) for f in faults if f.get("kind") == "pcie_x8" and "gpu" in f}
     x8_rail = {int(f["rail"]) for f in faults if f.get("kind") == "pcie_x8" and "rail" in f}
@@ -204,15 +310,19 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     query = "".join(f"{s.gpu}, {model}, 0000{s.gpu_bdf.upper()}\n" for s in slots)
     for s in slots:
         _bridges(part, f"/sys/devices/{s.root}", s.bridges_gpu)
-        _device(part, s.gpu_dir, "0x030200", s.socket, 8 if s.gpu in x8_gpu else 16)
+        _device(part, s.gpu_dir, "0x030200", s.socket, 8 if s.gpu in x8_gpu else 16, sh)
         part.links[f"/sys/bus/pci/devices/{s.gpu_bdf}"] = s.gpu_dir
         part.links[f"/sys/bus/pci/drivers/nvidia/{s.gpu_bdf}"] = s.gpu_dir
         _bridges(part, f"/sys/devices/{s.nic_root}", s.bridges_nic)
-        _device(part, s.nic_dir, "0x020700", s.nic_socket, 8 if s.rail in x8_rail else 16)
+        _device(part, s.nic_dir, "0x020700", s.nic_socket, 8 if s.rail in x8_rail else 16, sh)
         part.links[f"/sys/bus/pci/devices/{s.nic_bdf}"] = s.nic_dir
         part.links[f"/sys/class/infiniband/{s.hca}/device"] = s.nic_dir
     part.commands += [
-        ("nvidia-smi topo -m", topo_text(slots), 0),
+        (
+            "nvidia-smi topo -m",
+            grace_topo_text(slots, _nvlinks(site, node)) if sh is GRACE4 else topo_text(slots),
+            0,
+        ),
         ("nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader", query, 0),
         ("ibstat", ibstat_text([s.hca for s in slots], site.node_type(node).link_layer), 0),
     ]

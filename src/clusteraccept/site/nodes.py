@@ -70,6 +70,11 @@ class NodeType:
     # first run with no baselines (checks/peers.py); None: the site does not say
     nvlink_GBps: float | None = None
     nvlink: NvLink | None = None  # None: the site declares no NVLink for this type (nvlink checks SKIP)
+    # The nvidia-smi topo -m classes a GPU's rail NIC may be at (topology.gpu_nic_affinity). HGX: a PCIe
+    # switch joins them (PIX, or PXB through two). Grace (GB200/GB300 trays): the GPU hangs off the CPU by
+    # NVLink-C2C, the NIC off the CPU's root ports, so the closest a NIC can be is NODE (NVIDIA's own
+    # GPU/NIC test added --allow_gpu_node_relation for GB200 + CX-7: Mellanox/ngc_multinode_perf#129)
+    gpu_nic_path: tuple[str, ...] = ("PIX", "PXB")
 
 
 def _check_name(file: str, section: str, name: object, expected: str) -> None:
@@ -150,9 +155,34 @@ def _nvlink(sec: Section) -> NvLink | None:
     )
 
 
+# nvidia-smi topo -m's link classes between PCIe devices, closest first (its legend)
+PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
+
+
+def _gpu_nic_path(sec: Section) -> tuple[str, ...]:
+    """``gpu_nic_path``: the link classes accepted between a GPU and its rail NIC (non-empty)."""
+    path = sec.str_list("gpu_nic_path", f"a list of {', '.join(PCIE_CLASSES)}", default=("PIX", "PXB"))
+    bad = [c for c in path if c not in PCIE_CLASSES]
+    if bad or not path:
+        raise sec.error(
+            "gpu_nic_path", f"a non-empty list of {', '.join(PCIE_CLASSES)}", bad[0] if bad else []
+        )
+    return path
+
+
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
     """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
-    allowed = ["nodes", "gpus", "gpu_model", "link_layer", "numa_expected", "rails", "nvlink_GBps", "nvlink"]
+    allowed = [
+        "nodes",
+        "gpus",
+        "gpu_model",
+        "link_layer",
+        "numa_expected",
+        "gpu_nic_path",
+        "rails",
+        "nvlink_GBps",
+        "nvlink",
+    ]
     types = top.sections("node_types", allowed)
     if not types:
         raise SiteConfigError(top.file, "node_types", "at least one node type (gpus, rails...)", "nothing")
@@ -188,6 +218,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                     default="InfiniBand" if rails else "none",
                 ),
                 numa_expected=sec.flag("numa_expected", default=True),
+                gpu_nic_path=_gpu_nic_path(sec),
                 rails=rails,
                 nvlink_GBps=sec.number("nvlink_GBps", "a bandwidth in GB/s", default=None, minimum=0.001),
                 nvlink=_nvlink(sec),

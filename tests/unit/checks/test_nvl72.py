@@ -1,0 +1,117 @@
+"""A GB200 NVL72 tray and rack (site-configs/example-gb200-nvl72.yaml), judged from simulated host evidence:
+the Grace tray's GPU/NIC affinity (NODE, not PIX/PXB), and the rack as an NVLink domain (one clique and
+cluster UUID, IMEX up everywhere; the MNNVL all_reduce not judged where either is not)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from clusteraccept import checks
+from clusteraccept.errors import SiteConfigError
+from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.parsers import nvidia_smi_topo
+from clusteraccept.sim import profile_topology
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
+
+from .test_topology import CONFIGS, collect
+
+EXAMPLE = CONFIGS / "example-gb200-nvl72.yaml"
+
+
+def nvl72(faults: list[dict[str, Any]], **tray: Any) -> Site:
+    """The example cut to two racks of two trays (the checks do not care how many), ``faults`` injected."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["nodes"] = "gb[001-004]"
+    data["blocks"] = {"rack1": "gb[001-002]", "rack2": "gb[003-004]"}
+    data["sim"]["faults"] = faults
+    data["node_types"]["gb200-tray"].update(tray)
+    return parse_site(EXAMPLE, data)
+
+
+def by_key(verdicts: list[Verdict]) -> dict[tuple[str, str], Verdict]:
+    return {(v.check, v.subject): v for v in verdicts}
+
+
+def test_the_grace_tray_matrix_puts_each_nic_at_node_on_its_socket_and_sys_across() -> None:
+    s = nvl72([])
+    slots = profile_topology.layout("gb001", s, [])
+    topo = nvidia_smi_topo.parse(profile_topology.grace_topo_text(slots, 18))
+    assert topo.gpus == ("GPU0", "GPU1", "GPU2", "GPU3")
+    assert topo.nics == ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3")
+    assert [topo.link(0, n) for n in topo.nics] == ["NODE", "NODE", "SYS", "SYS"]
+    assert [topo.link(3, n) for n in topo.nics] == ["SYS", "SYS", "NODE", "NODE"]
+    assert topo.link(0, "GPU1") == "NV18" and topo.cpus(2) == frozenset(range(72, 144))
+    moved = profile_topology.layout("gb001", s, [{"kind": "nic_wrong_numa", "gpu": 1}])
+    topo = nvidia_smi_topo.parse(profile_topology.grace_topo_text(moved, 18))
+    assert [topo.link(1, n) for n in topo.nics] == ["NODE", "SYS", "SYS", "SYS"]
+    assert [topo.link(2, n) for n in topo.nics] == ["SYS", "NODE", "NODE", "NODE"]
+
+
+def test_a_healthy_tray_passes_topology_at_node_and_a_nic_on_the_other_grace_fails(tmp_path: Path) -> None:
+    s = nvl72([{"kind": "nic_wrong_numa", "node": "gb003", "gpu": 1}])
+    probe = collect(s, ("topology",), tmp_path)["topology"]
+    got = by_key(checks.judge("topology", s, probe, s.nodes))
+    bad = {k: v for k, v in got.items() if v.outcome is not Outcome.PASS}
+    assert set(bad) == {("topology.gpu_nic_affinity", "gb003:gpu1")}
+    assert bad["topology.gpu_nic_affinity", "gb003:gpu1"].message == (
+        "gb003 gpu1: rail NIC mlx5_1 is on NUMA node 1, GPU1 on NUMA node 0 "
+        "(nvidia-smi topo: SYS, expected NODE)"
+    )
+    ok = got["topology.gpu_nic_affinity", "gb001:gpu3"]
+    assert ok.message.startswith("gb001 gpu3: rail NIC mlx5_3 is NODE to GPU3 (its closest NIC), both on")
+    assert got["topology.gpu_inventory", "gb002"].outcome is Outcome.PASS
+
+
+def test_the_hgx_expectation_on_a_grace_tray_fails_every_gpu_saying_what_it_saw(tmp_path: Path) -> None:
+    s = nvl72([], gpu_nic_path=["PIX", "PXB"])
+    probe = collect(s, ("topology",), tmp_path)["topology"]
+    verdicts = checks.judge("topology", s, probe, s.nodes)
+    affinity = [v for v in verdicts if v.check == "topology.gpu_nic_affinity"]
+    assert len(affinity) == 16 and {v.outcome for v in affinity} == {Outcome.FAIL}
+    assert all("nvidia-smi topo: NODE, expected PIX or PXB" in v.message for v in affinity)
+
+
+@pytest.mark.parametrize("value", [["PIX", "NEAR"], [], "node"])
+def test_gpu_nic_path_is_refused_naming_the_key(value: object) -> None:
+    with pytest.raises(SiteConfigError) as err:
+        nvl72([], gpu_nic_path=value)
+    assert "node_types.gb200-tray.gpu_nic_path" in str(err.value)
+    assert "PIX, PXB, PHB, NODE, SYS" in str(err.value)
+
+
+def test_a_tray_in_another_clique_and_imex_down_fail_their_racks_and_block_the_mnnvl_verdict(
+    tmp_path: Path,
+) -> None:
+    s = nvl72([{"kind": "wrong_clique", "node": "gb002"}, {"kind": "imex_down", "node": "gb004"}])
+    probe = collect(s, ("nvlink",), tmp_path)["nvlink"]
+    got = by_key(checks.judge("nvlink", s, probe, s.nodes))
+    bad = {k for k, v in got.items() if v.outcome in (Outcome.FAIL, Outcome.ERROR)}
+    assert bad == {("nvlink.clique", "rack1"), ("nvlink.imex", "rack2")}
+    assert "gb002" in got["nvlink.clique", "rack1"].message
+    # the tray whose IMEX is down is the cause; the others' views of it are one line, not one per tray
+    assert got["nvlink.imex", "rack2"].message.startswith(
+        "IMEX domain rack2 not up: nvidia-imex inactive on gb004; gb003 sees Domain State DEGRADED: Node #"
+    )
+    for rack, cause in (("rack1", "nvlink.clique[rack1]"), ("rack2", "nvlink.imex[rack2]")):
+        mnnvl = got["nvlink.mnnvl", rack]
+        assert mnnvl.outcome is Outcome.SKIP and mnnvl.message.startswith(f"not judged: {cause}")
+    assert got["nvlink.clique", "rack2"].outcome is Outcome.PASS
+    assert got["nvlink.imex", "rack1"].outcome is Outcome.PASS
+    # a tray has no fabric manager of its own: its probe does not ask for one
+    assert not [e for e, _ in probe if e.source == "systemctl" and e.argv[-1] == "nvidia-fabricmanager"]
+
+
+def test_a_rack_whose_fabric_did_not_register_a_tray_blames_the_switch_trays_not_a_local_service(
+    tmp_path: Path,
+) -> None:
+    s = nvl72([{"kind": "fabric_manager_down", "node": "gb003"}])
+    probe = collect(s, ("nvlink",), tmp_path)["nvlink"]
+    fabric = by_key(checks.judge("nvlink", s, probe, s.nodes))["nvlink.fabric", "gb003"]
+    assert fabric.outcome is Outcome.FAIL
+    assert "the rack's NVLink fabric has not registered these GPUs" in fabric.message
+    assert "nvidia-fabricmanager" not in fabric.message
