@@ -93,6 +93,7 @@ EXTRA: dict[tuple[str, ...], Any] = {
     ("nightly", "pytest_args"): ["-m", "nccl"],
     ("nightly", "scron_options"): ["--partition=service"],
     ("drain", "checks"): ["topology.*"],
+    ("node_types", "h100-roce", "gpu_nic_path"): ["PIX", "PXB"],
     ("baselines", "nccl.busbw.sendrecv.pair_in_block.*", "xfail"): "known slow leaf",
 }
 # mappings whose keys are the site's own names: each key is a field too

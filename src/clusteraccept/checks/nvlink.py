@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from clusteraccept.checks.counters import Interval, intervals
+from clusteraccept.checks.hostfacts import last_line
 from clusteraccept.checks.nvlink_domain import judge_domains
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
@@ -48,11 +49,6 @@ NO_VALUE = ("N/A", "Not Supported")  # nvidia-smi(1): "Any unsupported data is i
 HEALTH_TRUE_BAD = ("Route Recovery in progress", "Route Unhealthy", "Access Timeout Recovery")
 
 
-def _tail(ev: Evidence) -> str:
-    lines = (ev.stderr or ev.stdout).strip().splitlines()
-    return lines[-1][:160] if lines else "no output"
-
-
 def _one(evs: list[Archived], source: str) -> Archived | None:
     return next(((ev, p) for ev, p in evs if ev.source == source), None)
 
@@ -61,8 +57,8 @@ def _failed(ev: Evidence, path: str, what: str) -> str | None:
     if ev.returncode == 0:
         return None
     if ev.returncode == 127:
-        return f"{what}: nvidia-smi not found ({_tail(ev)})"
-    return f"{what} failed (exit {ev.returncode}): {_tail(ev)} ({path})"
+        return f"{what}: nvidia-smi not found ({last_line(ev)})"
+    return f"{what} failed (exit {ev.returncode}): {last_line(ev)} ({path})"
 
 
 def health_problems(health: tuple[tuple[str, str], ...]) -> list[str]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from clusteraccept.checks.hostfacts import last_line
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Verdict, error, expect, judge, skip
@@ -37,11 +38,6 @@ CHECKS = ("nvlink.clique", "nvlink.imex", "nvlink.mnnvl")
 Archived = tuple[Evidence, str]
 NO_DOMAIN = "00000000-0000-0000-0000-000000000000"  # a GPU not in any NVLink domain (its ClusterUUID)
 UNSET = (None, "", "N/A", "Not Supported", NO_DOMAIN)
-
-
-def _tail(ev: Evidence) -> str:
-    lines = (ev.stderr or ev.stdout).strip().splitlines()
-    return lines[-1][:200] if lines else "no output"
 
 
 def _clique_of(ev: Evidence) -> tuple[set[tuple[str, str]], list[str]]:
@@ -61,6 +57,11 @@ def _clique_of(ev: Evidence) -> tuple[set[tuple[str, str]], list[str]]:
     return pairs, bad
 
 
+def culprits(nodes: Sequence[str]) -> dict[str, str]:
+    """The trays a domain verdict blames, as localization names its culprits (``node:<name>|...``)."""
+    return {"culprits": "|".join(f"node:{n}" for n in dict.fromkeys(nodes))} if nodes else {}
+
+
 def judge_clique(
     domain: str, members: Sequence[str], by_host: dict[str, list[Archived]], fabric_down: dict[str, str]
 ) -> Verdict:
@@ -69,18 +70,21 @@ def judge_clique(
     problems: list[str] = []
     missing: list[str] = []
     paths: list[str] = []
+    blamed: list[str] = []  # trays whose own Fabric section is wrong (drained on: ops/drain.py)
     for node in members:
         if node in fabric_down:
             continue
         got = next(((ev, p) for ev, p in by_host.get(node, []) if ev.source == "nvidia-smi-q"), None)
         if got is None or got[0].returncode != 0:
-            missing.append(node if got is None else f"{node} (exit {got[0].returncode}: {_tail(got[0])})")
+            missing.append(node if got is None else f"{node} (exit {got[0].returncode}: {last_line(got[0])})")
             continue
         paths.append(got[1])
         pairs, bad = _clique_of(got[0])
         problems += [f"{node}: {b}" for b in bad]
         if len(pairs) > 1:
             problems.append(f"{node}: its GPUs in {len(pairs)} cliques {sorted(pairs)}")
+        if bad or len(pairs) > 1:
+            blamed.append(node)
         if pairs:
             cliques[node] = pairs
     votes = Counter(p for ps in cliques.values() for p in ps if len(ps) == 1)
@@ -93,6 +97,8 @@ def judge_clique(
             problems.append(
                 f"{node} in {where}, the domain's other {n} nodes in clique {clique} (cluster {uuid})"
             )
+        if n * 2 > len(members):  # a strict majority says which trays are the odd ones; a split says not
+            blamed += [node for node, _ in odd]
     left_out = "".join(f"; {node} not judged: {why}" for node, why in fabric_down.items() if node in members)
     if problems:
         msg = (
@@ -100,7 +106,7 @@ def judge_clique(
             f"the rack would fail or fall back to the network; check the trays' NVLink cabling and the "
             f"fabric manager's partition [{domain}]"
         )
-        return expect(check, FAMILY, domain, False, msg, evidence=tuple(paths[:8]))
+        return expect(check, FAMILY, domain, False, msg, evidence=tuple(paths[:8]), labels=culprits(blamed))
     if missing:
         return error(check, FAMILY, domain, f"no readable nvidia-smi -q from {', '.join(missing[:4])}")
     if not votes:
@@ -136,13 +142,15 @@ def _grouped_views(views: dict[str, list[str]]) -> list[str]:
     out = []
     for what, who in nodes.items():
         names = ", ".join(who[:3]) + (", ..." if len(who) > 3 else "")
-        out.append(f"{who[0]} {what}" if len(who) == 1 else f"{len(who)} nodes ({names}) {what}")
+        plural = "see " + what.removeprefix("sees ") if what.startswith("sees ") else what
+        out.append(f"{who[0]} {what}" if len(who) == 1 else f"{len(who)} nodes ({names}) {plural}")
     return out
 
 
 def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Archived]]) -> Verdict:
     check = "nvlink.imex"
     causes: list[str] = []
+    down: list[str] = []  # trays whose service is not active: the cause, not the trays that see it
     views: dict[str, list[str]] = {}
     missing: list[str] = []
     paths: list[str] = []
@@ -156,12 +164,13 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
             missing.append(node)
             continue
         paths += [service[1], ctl[1]]
-        state = service[0].stdout.strip() or _tail(service[0])
+        state = service[0].stdout.strip() or last_line(service[0])
         if service[0].returncode != 0:
             causes.append(f"nvidia-imex {state} on {node}")
+            down.append(node)
             continue  # its own nvidia-imex-ctl has no daemon to ask: the service is the finding
         if ctl[0].returncode != 0:
-            views[node] = [f"had nvidia-imex-ctl -N fail (exit {ctl[0].returncode}: {_tail(ctl[0])})"]
+            views[node] = [f"had nvidia-imex-ctl -N fail (exit {ctl[0].returncode}: {last_line(ctl[0])})"]
             continue
         if found := _imex_view(ctl[0], len(members)):
             views[node] = found
@@ -172,7 +181,7 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
             "NVLink needs IMEX on every node of the domain (systemctl start nvidia-imex; nvidia-imex-ctl -N) "
             f"[{domain}]"
         )
-        return expect(check, FAMILY, domain, False, msg, evidence=tuple(paths[:8]))
+        return expect(check, FAMILY, domain, False, msg, evidence=tuple(paths[:8]), labels=culprits(down))
     if missing:
         return error(check, FAMILY, domain, f"no IMEX evidence came back from {', '.join(missing[:4])}")
     msg = f"nvidia-imex active on all {len(members)} nodes, each sees them READY, Domain State UP [{domain}]"
@@ -194,7 +203,7 @@ def judge_mnnvl(site: Site, domain: str, run: Archived | None, blocked: str | No
         return skip(check, FAMILY, domain, "no domain collective in this run (the nccl campaign runs it)")
     ev, path = run
     if ev.returncode != 0:
-        msg = f"the domain all_reduce with NCCL_MNNVL_ENABLE=1 failed (exit {ev.returncode}): {_tail(ev)}"
+        msg = f"the domain all_reduce with NCCL_MNNVL_ENABLE=1 failed (exit {ev.returncode}): {last_line(ev)}"
         return expect(check, FAMILY, domain, False, f"{msg} [{domain}]", evidence=(path,))
     try:
         result = nccl_tests.parse(ev.stdout)

@@ -74,8 +74,16 @@ def convictions(
         check = str(v["check"])
         if v["outcome"] != "fail" or not any(fnmatch.fnmatchcase(check, p) for p in patterns):
             continue
+        labels = v.get("labels", {})
+        if check != "nccl.localization" and labels.get("culprits"):
+            # a verdict on a group (an NVLink domain: nvlink.clique, nvlink.imex) that names its culprits
+            for culprit in str(labels["culprits"]).split("|"):
+                kind, _, subject = culprit.partition(":")
+                node = _node_of(subject, known)
+                if kind == "node" and node is not None:
+                    out.setdefault(node, []).append(Conviction(node, check, str(v["subject"])))
+            continue
         if check == "nccl.localization":
-            labels = v.get("labels", {})
             culprits = str(labels.get("culprits", "")).split("|")
             statuses = str(labels.get("confirmation", "")).split("|")
             for culprit, status in zip(culprits, statuses + [""] * len(culprits), strict=False):

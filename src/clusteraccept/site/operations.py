@@ -12,7 +12,8 @@ nightly:
   only_due: false                           # true: test only what is attestation-due (pytest --only-due)
 drain:
   max_fraction: 0.125                       # never drain more than this share of a block in one run
-  checks: ["nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*"]  # convicts a node
+  # the checks whose failure convicts a node
+  checks: ["nccl.localization", "nccl.link_errors", "topology.*", "nvlink.*", "gpudirect.*", "roce.*"]
 attest:
   ttl_days: 7                               # an attestation of a node or link is valid this long
 ```
@@ -27,7 +28,14 @@ from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.schema import Section
 
 KEYS = ("nightly", "drain", "attest")
-DEFAULT_DRAIN_CHECKS = ("nccl.localization", "nccl.link_errors", "topology.*", "gpudirect.*", "roce.*")
+DEFAULT_DRAIN_CHECKS = (
+    "nccl.localization",
+    "nccl.link_errors",
+    "topology.*",
+    "nvlink.*",  # an inactive link, a fabric not up, a tray in another clique or without IMEX
+    "gpudirect.*",
+    "roce.*",
+)
 
 
 @dataclass(frozen=True)

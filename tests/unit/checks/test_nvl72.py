@@ -23,11 +23,11 @@ from .test_topology import CONFIGS, collect
 EXAMPLE = CONFIGS / "example-gb200-nvl72.yaml"
 
 
-def nvl72(faults: list[dict[str, Any]], **tray: Any) -> Site:
-    """The example cut to two racks of two trays (the checks do not care how many), ``faults`` injected."""
+def nvl72(faults: list[dict[str, Any]], trays: int = 2, **tray: Any) -> Site:
+    """The example cut to two racks of ``trays`` trays (gb001... rack1 first), ``faults`` injected."""
     data = yaml.safe_load(EXAMPLE.read_text())
-    data["nodes"] = "gb[001-004]"
-    data["blocks"] = {"rack1": "gb[001-002]", "rack2": "gb[003-004]"}
+    data["nodes"] = f"gb[001-{2 * trays:03d}]"
+    data["blocks"] = {"rack1": f"gb[001-{trays:03d}]", "rack2": f"gb[{trays + 1:03d}-{2 * trays:03d}]"}
     data["sim"]["faults"] = faults
     data["node_types"]["gb200-tray"].update(tray)
     return parse_site(EXAMPLE, data)
@@ -87,15 +87,19 @@ def test_gpu_nic_path_is_refused_naming_the_key(value: object) -> None:
 def test_a_tray_in_another_clique_and_imex_down_fail_their_racks_and_block_the_mnnvl_verdict(
     tmp_path: Path,
 ) -> None:
-    s = nvl72([{"kind": "wrong_clique", "node": "gb002"}, {"kind": "imex_down", "node": "gb004"}])
+    s = nvl72([{"kind": "wrong_clique", "node": "gb002"}, {"kind": "imex_down", "node": "gb004"}], trays=3)
     probe = collect(s, ("nvlink",), tmp_path)["nvlink"]
     got = by_key(checks.judge("nvlink", s, probe, s.nodes))
     bad = {k for k, v in got.items() if v.outcome in (Outcome.FAIL, Outcome.ERROR)}
     assert bad == {("nvlink.clique", "rack1"), ("nvlink.imex", "rack2")}
     assert "gb002" in got["nvlink.clique", "rack1"].message
+    # what the drain reads (ops/drain.py): the odd tray and the tray without IMEX, never the rack
+    assert got["nvlink.clique", "rack1"].labels == {"culprits": "node:gb002"}
+    assert got["nvlink.imex", "rack2"].labels == {"culprits": "node:gb004"}
     # the tray whose IMEX is down is the cause; the others' views of it are one line, not one per tray
     assert got["nvlink.imex", "rack2"].message.startswith(
-        "IMEX domain rack2 not up: nvidia-imex inactive on gb004; gb003 sees Domain State DEGRADED: Node #"
+        "IMEX domain rack2 not up: nvidia-imex inactive on gb004; 2 nodes (gb005, gb006) see Domain State "
+        "DEGRADED: Node #"
     )
     for rack, cause in (("rack1", "nvlink.clique[rack1]"), ("rack2", "nvlink.imex[rack2]")):
         mnnvl = got["nvlink.mnnvl", rack]
@@ -104,6 +108,13 @@ def test_a_tray_in_another_clique_and_imex_down_fail_their_racks_and_block_the_m
     assert got["nvlink.imex", "rack1"].outcome is Outcome.PASS
     # a tray has no fabric manager of its own: its probe does not ask for one
     assert not [e for e, _ in probe if e.source == "systemctl" and e.argv[-1] == "nvidia-fabricmanager"]
+
+
+def test_two_trays_in_two_cliques_fail_the_rack_but_blame_neither(tmp_path: Path) -> None:
+    s = nvl72([{"kind": "wrong_clique", "node": "gb002"}])
+    probe = collect(s, ("nvlink",), tmp_path)["nvlink"]
+    clique = by_key(checks.judge("nvlink", s, probe, s.nodes))["nvlink.clique", "rack1"]
+    assert clique.outcome is Outcome.FAIL and clique.labels == {}  # 1 against 1: no odd one to drain
 
 
 def test_a_rack_whose_fabric_did_not_register_a_tray_blames_the_switch_trays_not_a_local_service(

@@ -60,12 +60,34 @@ def test_convictions_from_localization_and_node_checks() -> None:
     }
 
 
+def test_a_rack_verdict_convicts_the_trays_it_names_and_never_the_whole_rack() -> None:
+    """nvlink.clique / nvlink.imex are verdicts on an NVLink domain; the odd tray (another clique) or the
+    one whose IMEX is down is in their culprits label, and only it is drained. A verdict on the rack that
+    names nobody (a clique split down the middle, the MNNVL all_reduce) convicts no tray."""
+    results = {
+        "verdicts": [
+            verdict("nvlink.clique", "leaf1", "fail", culprits="node:node2"),
+            verdict("nvlink.imex", "leaf2", "fail", culprits="node:node4"),
+            verdict("nvlink.clique", "leaf2", "fail"),
+            verdict("nvlink.mnnvl", "leaf1", "fail"),
+            verdict("nvlink.links", "node3:gpu2", "fail"),
+        ]
+    }
+    assert convictions(results, NODES, DEFAULT_DRAIN_CHECKS) == {
+        "node2": [Conviction("node2", "nvlink.clique", "leaf1")],
+        "node4": [Conviction("node4", "nvlink.imex", "leaf2")],
+        "node3": [Conviction("node3", "nvlink.links", "gpu2")],
+    }
+
+
 def test_only_confirmed_blame_drains() -> None:
     """A straggler named by bisection convicts its node; a culprit the confirmation round could not re-test
     convicts nobody, and a transient is a PASS (checks/confirm.py)."""
     results = {
         "verdicts": [
-            verdict("nccl.localization", "node1", "fail", culprits="straggler:node1", confirmation="confirmed"),  # noqa: E501
+            verdict(
+                "nccl.localization", "node1", "fail", culprits="straggler:node1", confirmation="confirmed"
+            ),  # noqa: E501
             verdict(
                 "nccl.localization",
                 "node2",
@@ -73,7 +95,9 @@ def test_only_confirmed_blame_drains() -> None:
                 culprits="rail:node2:rail1|rail:node2:rail3",
                 confirmation="unconfirmed|confirmed",
             ),
-            verdict("nccl.localization", "node3", "fail", culprits="rail:node3:rail5", confirmation="unconfirmed"),  # noqa: E501
+            verdict(
+                "nccl.localization", "node3", "fail", culprits="rail:node3:rail5", confirmation="unconfirmed"
+            ),  # noqa: E501
             verdict("nccl.localization", "node4", "pass", transient="node4-node1:rail0"),
         ]
     }
