@@ -11,7 +11,6 @@ The acceptance run itself is ``pytest suites/ --site X`` (see README.md).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ def _site(name: str) -> Site:
 
     export_client_env(site)
     if site.blocks_from_slurm:
-        site = dataclasses.replace(site, blocks=slurm_blocks(site))
+        site = site.with_slurm_blocks(slurm_blocks(site))
     return site
 
 

@@ -188,7 +188,11 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
     outcome = JobOutcome(
         "preflight", None, "NODES_UNAVAILABLE", missing=tuple(bad), message=f"not tested: {why}"
     )
-    return replace(site, nodes=keep, blocks={b: m for b, m in blocks.items() if m}), outcome
+    # an NVL72 rack with a drained tray is still a domain: its collective runs on the trays Slurm will run
+    domains = {d: tuple(n for n in m if n not in bad) for d, m in site.nvlink_domains.items()}
+    kept = {d: m for d, m in domains.items() if m}
+    blocks = {b: m for b, m in blocks.items() if m}
+    return replace(site, nodes=keep, blocks=blocks, nvlink_domains=kept), outcome
 
 
 def execute(req: Request) -> dict[str, Any]:

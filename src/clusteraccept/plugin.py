@@ -183,15 +183,15 @@ def pytest_configure(config: pytest.Config) -> None:
     state.site = for_executor(state.site, state.executor)
     export_client_env(state.site)
     if state.site.blocks_from_slurm:
-        import dataclasses
-
         from clusteraccept.errors import SubmitError
         from clusteraccept.jobs.slurm_clients import slurm_blocks
 
         try:
-            state.site = dataclasses.replace(state.site, blocks=slurm_blocks(state.site))
+            state.site = state.site.with_slurm_blocks(slurm_blocks(state.site))
         except SubmitError as exc:
             raise pytest.UsageError(f"{state.site.file}: blocks: {exc}") from None
+        except SiteConfigError as exc:  # nvlink_domains: blocks, and Slurm's blocks are no racks
+            raise pytest.UsageError(str(exc)) from None
     state.dry_run = config.getoption("--dry-run")
     state.only_due = config.getoption("--only-due")
     rejudge = config.getoption("--rejudge")

@@ -51,3 +51,58 @@ def test_bad_domains_are_refused_in_one_line(tmp_path: Path) -> None:
         )
     with pytest.raises(SiteConfigError, match=r"at most nvlink\.domain_nodes=2"):
         load_site(str(_site(tmp_path, nvlink_domains={"rack1": "node[1-3]", "rack2": "node4"})), CONFIGS)
+
+
+# --- nvlink_domains: blocks with blocks: slurm (topology/block, a block per rack) ----------------------
+CRUSOE = REPO / "tests" / "data" / "scontrol-topology" / "block-10x18-gb200-crusoe.txt"  # real, SOURCES.md
+
+
+def _slurm_racks(tmp_path: Path, nodes: str) -> Path:
+    doc = yaml.safe_load((CONFIGS / "example-gb200-nvl72.yaml").read_text())
+    doc.update(nodes=nodes, blocks="slurm", nvlink_domains="blocks", simulated=False)
+    for key in ("sim", "env", "tools"):
+        doc.pop(key)
+    f = tmp_path / "nvl72-slurm.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return f
+
+
+def test_slurm_blocks_are_the_racks_once_read(fake_slurm: object, tmp_path: Path) -> None:
+    from clusteraccept.jobs.slurm_clients import slurm_blocks
+
+    fake_slurm.answer("scontrol", CRUSOE.read_text())  # type: ignore[attr-defined]
+    site = load_site(str(_slurm_racks(tmp_path, "slurm-compute-node-[000-071]")), CONFIGS)
+    assert site.nvlink_domains == {} and site.domains_are_slurm_blocks  # not known before Slurm says
+    site = site.with_slurm_blocks(slurm_blocks(site))
+    assert list(site.nvlink_domains) == ["block01", "block02", "block03", "block04"]
+    assert site.nvlink_domains["block02"] == tuple(f"slurm-compute-node-{i:03d}" for i in range(18, 36))
+    assert site.domain_of("slurm-compute-node-040") == "block03"
+    domain = [s for s in make_plan(site).steps() if s.kind == "domain"]
+    assert [(s.subject, len(s.nodes), dict(s.env)) for s in domain] == [
+        (f"block0{i}", 18, {MNNVL: "1"}) for i in range(1, 5)
+    ]
+
+
+def test_a_tray_in_no_slurm_block_is_refused_not_guessed(fake_slurm: object, tmp_path: Path) -> None:
+    from clusteraccept.jobs.slurm_clients import slurm_blocks
+
+    fake_slurm.answer("scontrol", CRUSOE.read_text())  # type: ignore[attr-defined]
+    site = load_site(str(_slurm_racks(tmp_path, "slurm-compute-node-[000-017],gb-spare01")), CONFIGS)
+    with pytest.raises(SiteConfigError) as err:
+        site.with_slurm_blocks(slurm_blocks(site))
+    assert str(err.value).startswith(f"{site.file}: nvlink_domains (blocks from scontrol show topology)")
+    assert "every multi-node NVLink node in a block" in str(err.value) and "'gb-spare01' in none" in str(
+        err.value
+    )
+
+
+def test_slurm_leaves_wider_than_a_rack_are_refused_as_domains(fake_slurm: object, tmp_path: Path) -> None:
+    from clusteraccept.jobs.slurm_clients import slurm_blocks
+
+    # topology/tree: a leaf of 36 trays is a network block, not an NVLink domain of 18
+    fake_slurm.answer("scontrol", "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gb[001-036]\n")  # type: ignore[attr-defined]
+    site = load_site(str(_slurm_racks(tmp_path, "gb[001-036]")), CONFIGS)
+    with pytest.raises(
+        SiteConfigError, match=r"leaf1: expected at most nvlink\.domain_nodes=18 nodes, got 36"
+    ):
+        site.with_slurm_blocks(slurm_blocks(site))

@@ -28,6 +28,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.parsers import scontrol_config, scontrol_topology
 from clusteraccept.plan.limits import ClusterLimits
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import REST_BLOCK
 
 # Slurm states after which a job will not produce more results (squeue/sacct JOB STATE CODES).
 FINAL_STATES = {
@@ -177,7 +178,7 @@ def slurm_blocks(site: Site) -> dict[str, tuple[str, ...]]:
     placed = {n for nodes in blocks.values() for n in nodes}
     rest = tuple(n for n in site.nodes if n not in placed)
     if rest:
-        blocks["rest"] = rest
+        blocks[REST_BLOCK] = rest
     return blocks
 
 

@@ -163,6 +163,7 @@ def parse_site(path: Path, data: Any) -> Site:
         blocks_from_slurm=from_slurm,
         node_types=node_types,
         nvlink_domains=parse_nvlink_domains(top, node_types, blocks, from_slurm),
+        domains_are_slurm_blocks=from_slurm and top.raw("nvlink_domains", None) == "blocks",
         roce=roce,
         sharp=sharp,
         tools=tools,

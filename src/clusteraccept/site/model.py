@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -11,7 +12,7 @@ from clusteraccept.render import REPO_ROOT
 from clusteraccept.site.baselines import Reference
 from clusteraccept.site.campaign import Nccl, Tools
 from clusteraccept.site.fabric import Gpudirect, Roce, Sharp
-from clusteraccept.site.nodes import NodeType
+from clusteraccept.site.nodes import NodeType, domains_of_slurm_blocks
 from clusteraccept.site.operations import Ops
 from clusteraccept.site.slurm import Slurm
 
@@ -43,6 +44,16 @@ class Site:
     # NVLink domains that span nodes (NVL72 racks), name -> nodes (site/nodes.parse_nvlink_domains); a
     # node in none is its own domain (HGX)
     nvlink_domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # ``nvlink_domains: blocks`` with ``blocks: slurm``: the domains are Slurm's blocks, known once read
+    domains_are_slurm_blocks: bool = False
+
+    def with_slurm_blocks(self, blocks: dict[str, tuple[str, ...]]) -> Site:
+        """The site with ``blocks: slurm`` resolved (jobs/slurm_clients.slurm_blocks), and its NVLink domains
+        where they are those blocks, validated as a site's own (SiteConfigError)."""
+        domains = self.nvlink_domains
+        if self.domains_are_slurm_blocks:
+            domains = domains_of_slurm_blocks(self.file, self.node_types, blocks)
+        return dataclasses.replace(self, blocks=blocks, nvlink_domains=domains)
 
     @cached_property
     def _type_of(self) -> dict[str, NodeType]:

@@ -155,6 +155,8 @@ def _nvlink(sec: Section) -> NvLink | None:
     )
 
 
+REST_BLOCK = "rest"  # the block jobs/slurm_clients.slurm_blocks gives the nodes in none of Slurm's
+
 # nvidia-smi topo -m's link classes between PCIe devices, closest first (its legend)
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
@@ -281,12 +283,7 @@ def parse_nvlink_domains(
         return {}
     if value == "blocks":
         if blocks_from_slurm:
-            raise SiteConfigError(
-                top.file,
-                "nvlink_domains",
-                "the racks listed by name when blocks: slurm (the domains are judged from the site)",
-                "'blocks'",
-            )
+            return {}  # Slurm's blocks, once read (Site.with_slurm_blocks -> domains_of_slurm_blocks)
         domains = dict(blocks)
     else:
         sec = Section(
@@ -301,16 +298,33 @@ def parse_nvlink_domains(
     return _checked_domains(top.file, domains, multi, blocks)
 
 
+def domains_of_slurm_blocks(
+    file: str, types: tuple[NodeType, ...], blocks: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """``nvlink_domains: blocks`` with ``blocks: slurm``: each block ``scontrol show topology`` lists holding
+    multi-node NVLink nodes is one domain (topology/block with a block per rack), checked as a site's own
+    domains are; a tray in none of Slurm's blocks (jobs/slurm_clients.slurm_blocks puts it in "rest") has
+    no known rack, which is refused rather than guessed."""
+    multi = {n: nt for nt in types if nt.nvlink and nt.nvlink.domain_nodes > 1 for n in nt.nodes}
+    where = "nvlink_domains (blocks from scontrol show topology)"
+    lost = [n for n in blocks.get(REST_BLOCK, ()) if n in multi]
+    if lost:
+        raise SiteConfigError(file, where, "every multi-node NVLink node in a block", f"{lost[0]!r} in none")
+    domains = {b: members for b, members in blocks.items() if any(n in multi for n in members)}
+    return _checked_domains(file, domains, multi, blocks, where)
+
+
 def _checked_domains(
     file: str,
     domains: dict[str, tuple[str, ...]],
     multi: dict[str, NodeType],
     blocks: dict[str, tuple[str, ...]],
+    where: str = "nvlink_domains",
 ) -> dict[str, tuple[str, ...]]:
     seen: dict[str, str] = {}
     block_of = {n: b for b, members in blocks.items() for n in members}
     for name, members in domains.items():
-        key = f"nvlink_domains.{name}"
+        key = f"{where}.{name}" if where == "nvlink_domains" else f"{where}: {name}"
         if name in multi:  # a domain's verdicts would be taken for the node's (judge/items.py)
             raise SiteConfigError(file, key, "a domain name that is not a node's", repr(name))
         for n in members:
@@ -342,7 +356,5 @@ def _checked_domains(
             )
     missing = next((n for n in multi if n not in seen), None)
     if missing is not None:
-        raise SiteConfigError(
-            file, "nvlink_domains", "every node of a multi-node NVLink type", f"{missing!r} in none"
-        )
+        raise SiteConfigError(file, where, "every node of a multi-node NVLink type", f"{missing!r} in none")
     return domains
