@@ -87,7 +87,7 @@ def test_only_confirmed_blame_drains() -> None:
         "verdicts": [
             verdict(
                 "nccl.localization", "node1", "fail", culprits="straggler:node1", confirmation="confirmed"
-            ),  # noqa: E501
+            ),
             verdict(
                 "nccl.localization",
                 "node2",
@@ -97,7 +97,7 @@ def test_only_confirmed_blame_drains() -> None:
             ),
             verdict(
                 "nccl.localization", "node3", "fail", culprits="rail:node3:rail5", confirmation="unconfirmed"
-            ),  # noqa: E501
+            ),
             verdict("nccl.localization", "node4", "pass", transient="node4-node1:rail0"),
         ]
     }
