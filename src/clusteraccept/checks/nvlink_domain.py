@@ -235,16 +235,21 @@ def judge_mnnvl(site: Site, domain: str, run: Archived | None, blocked: str | No
         return judge(
             check, FAMILY, domain, busbw, reference, what="busbw_GBps", context=ctx, evidence=(path,)
         )
-    floor = _network_GBps(site, site.nvlink_domains[domain][0])
-    if floor is None:
+    # no baseline (bring-up day one): NVLink's line rate times the intra-node floor, and above anything the
+    # network could carry (a result the rails could have produced is no proof NVLink carried it)
+    network = _network_GBps(site, site.nvlink_domains[domain][0])
+    share = site.nccl.floor("all_reduce", "nvlink_domain")
+    if network is None and not line:
         return judge(check, FAMILY, domain, busbw, None, what="busbw_GBps", context=ctx, evidence=(path,))
-    ok = busbw > floor
-    verb = "above" if ok else "not above"
-    msg = (
-        f"busbw_GBps={busbw:.1f} GB/s via P2P/MNNVL, {verb} the network's {floor:g} GB/s per GPU "
-        f"(no baseline {key}) [{ctx}]"
-    )
-    return expect(check, FAMILY, domain, ok, msg, value=busbw, evidence=(path,))
+    short = []
+    if line and busbw < share * line:
+        short.append(f"below {share:.0%} of NVLink's {line:g} GB/s (nccl.line_rate_floor.intra_node)")
+    if network is not None and busbw <= network:
+        short.append(f"not above the network's {network:g} GB/s per GPU")
+    bars = [f"{share:.0%} of NVLink" if line else "", f"the network's {network:g} GB/s" if network else ""]
+    verdict = "; ".join(short) if short else "at least " + " and above ".join(b for b in bars if b)
+    msg = f"busbw_GBps={busbw:.1f} GB/s via P2P/MNNVL, {verdict} (no baseline {key}) [{ctx}]"
+    return expect(check, FAMILY, domain, not short, msg, value=busbw, evidence=(path,))
 
 
 def judge_domains(site: Site, evidence: Sequence[Archived], fabric_down: dict[str, str]) -> list[Verdict]:

@@ -58,7 +58,7 @@ from pathlib import Path
 
 import hostlist
 
-from clusteraccept.sim.fabric import load_fabric, mnnvl
+from clusteraccept.sim.fabric import Fabric, load_fabric, mnnvl
 
 # The command line and NCCL_IB_HCA are read in nccl_tests_options.py, the output rendered in
 # nccl_tests_output.py; the names tests use through this module are re-exported ("as" form).
@@ -138,23 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             f"of {hosts[0]} {fab.node(hosts[0]).rails}\n"
         )
         return 3
-    dead = [h for h in hosts if h in fab.faults.cuda_not_ready]
-    if dead:  # nccl-tests' CUDACHECK (src/common.h): "<host>: Test CUDA failure <file>:<line> '<error>'"
-        sys.stdout.write(f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n")
-        return 2  # testCudaError; the line number above is a model value, not the real source line
-    broken = [h for h in hosts if h in fab.faults.mnnvl_broken]
-    if broken and env.get("NCCL_MNNVL_ENABLE") == "1" and mnnvl(fab, hosts, env):
-        # NCCL src/mnnvl.cc (2.23+): with NCCL_MNNVL_ENABLE=1 a fabric handle that cannot be exported or
-        # imported fails init with this WARN (ncclSystemError); nccl-tests' NCCLCHECK then prints its line
-        ranks = sum(per_node)
-        sys.stdout.write(
-            f"{broken[0]}:4000:4000 [0] NCCL WARN MNNVL (cliqueSize {ranks}) is available but not working on "
-            "this system. Check the IMEX configuration (nvidia-imex-ctl -N). Set NCCL_MNNVL_ENABLE=0 to "
-            "ignore this issue.\n"
-            f"{broken[0]}: Test NCCL failure common.cu:{CUDA_LINE} 'unhandled system error (run with "
-            "NCCL_DEBUG=INFO for details)'\n"
-        )
-        return 3  # testNcclError; the line number above is a model value
+    failed = init_failure(fab, hosts, per_node, env)
+    if failed is not None:
+        sys.stdout.write(failed[0])
+        return failed[1]
     json_path = _json_path(opts.output_file) if opts.output_file else None
     text, rc, doc = render_run(args[0], opts, fab, hosts, per_node, env, json_path, tuple(args[1:]), pids)
     if json_path and doc is not None:
@@ -174,6 +161,31 @@ def main(argv: list[str] | None = None) -> int:
         # several GPUs of one node in the step (ranks x -g): its traffic crossed the node's NVLinks
         bump(root, [h for h, n in zip(hosts, per_node, strict=False) if n * opts.ngpus > 1], [NVLINK])
     return rc
+
+
+def init_failure(
+    fab: Fabric, hosts: list[str], per_node: list[int], env: dict[str, str]
+) -> tuple[str, int] | None:
+    """What a run prints and exits with when it cannot start on these hosts, None when it can: CUDA not
+    ready (a fabric not up), or multi-node NVLink forced on where it cannot work. The subprocess and the
+    in-process simulation (sim/prepare.simulate_step) both ask here."""
+    dead = [h for h in hosts if h in fab.faults.cuda_not_ready]
+    if dead:  # nccl-tests' CUDACHECK (src/common.h): "<host>: Test CUDA failure <file>:<line> '<error>'"
+        # testCudaError; the line number is a model value, not the real source line
+        return f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n", 2
+    broken = [h for h in hosts if h in fab.faults.mnnvl_broken]
+    if broken and env.get("NCCL_MNNVL_ENABLE") == "1" and mnnvl(fab, hosts, env):
+        # NCCL src/mnnvl.cc (2.23+): with NCCL_MNNVL_ENABLE=1 a fabric handle that cannot be exported or
+        # imported fails init with this WARN (ncclSystemError); nccl-tests' NCCLCHECK then prints its line
+        text = (
+            f"{broken[0]}:4000:4000 [0] NCCL WARN MNNVL (cliqueSize {sum(per_node)}) is available but not "
+            "working on this system. Check the IMEX configuration (nvidia-imex-ctl -N). Set "
+            "NCCL_MNNVL_ENABLE=0 to ignore this issue.\n"
+            f"{broken[0]}: Test NCCL failure common.cu:{CUDA_LINE} 'unhandled system error (run with "
+            "NCCL_DEBUG=INFO for details)'\n"
+        )
+        return text, 3  # testNcclError; the line number above is a model value
+    return None
 
 
 def mpi_world(env: dict[str, str]) -> tuple[int, list[str], tuple[int, ...]] | None:

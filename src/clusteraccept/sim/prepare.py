@@ -19,7 +19,7 @@ from clusteraccept.plan.jobs import Step
 from clusteraccept.sim.fabric import Fabric, fabric_from_dict
 from clusteraccept.sim.hosts import build_profiles, write_atomic
 from clusteraccept.sim.nccl_info import with_info
-from clusteraccept.sim.nccl_tests import install_bin_dir
+from clusteraccept.sim.nccl_tests import init_failure, install_bin_dir
 from clusteraccept.sim.nccl_tests_options import parse_args
 from clusteraccept.sim.nccl_tests_output import render
 from clusteraccept.sim.profile_topology import layout, supported
@@ -173,10 +173,13 @@ def simulate_step(
     per_node = next(int(a.split("=", 1)[1]) for a in argv if a.startswith("--ntasks-per-node="))
     opts = parse_args(flags)
     assert not isinstance(opts, str), opts
-    text, rc = render(
-        binary, opts, fabric, list(step.nodes), [per_node] * len(step.nodes), env, attempt=attempt
-    )
-    text = with_info(text, fabric, list(step.nodes), env, step.collective, [per_node] * len(step.nodes))
+    hosts, tasks = list(step.nodes), [per_node] * len(step.nodes)
+    failed = init_failure(fabric, hosts, tasks, env)
+    if failed is not None:
+        text, rc = failed
+    else:
+        text, rc = render(binary, opts, fabric, hosts, tasks, env, attempt=attempt)
+        text = with_info(text, fabric, hosts, env, step.collective, tasks)
     meta = {**step.meta(), "simulated": "in-process"}
     return Evidence(step.subject, "nccl-tests", argv=step.argv, returncode=rc, stdout=text, meta=meta)
 

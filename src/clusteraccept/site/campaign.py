@@ -88,9 +88,10 @@ class Nccl:
     confirm: Confirm = Confirm()
 
     def floor(self, collective: str, scope: str) -> float:
-        """The line-rate floor of a collective in a scope (``intra_node`` has its own)."""
+        """The line-rate floor of a collective in a scope (``intra_node`` has its own, which NVLink across a
+        rack, ``nvlink_domain``, shares: both are judged against NVLink's line rate)."""
         floors = dict(self.line_rate_floor)
-        if scope == "intra_node":
+        if scope in ("intra_node", "nvlink_domain"):
             return floors.get("intra_node", LINE_RATE_FLOOR["intra_node"])
         return floors.get(collective, floors.get("default", LINE_RATE_FLOOR["default"]))
 

@@ -4,6 +4,7 @@ cluster UUID, IMEX up everywhere; the MNNVL all_reduce not judged where either i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,14 @@ import pytest
 import yaml
 
 from clusteraccept import checks
+from clusteraccept.checks.nvlink_domain import judge_mnnvl
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers import nvidia_smi_topo
+from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim import profile_topology
+from clusteraccept.sim.prepare import fabric_of, simulate_step
 from clusteraccept.site.load import parse_site
 from clusteraccept.site.model import Site
 
@@ -126,3 +131,30 @@ def test_a_rack_whose_fabric_did_not_register_a_tray_blames_the_switch_trays_not
     assert fabric.outcome is Outcome.FAIL
     assert "the rack's NVLink fabric has not registered these GPUs" in fabric.message
     assert "nvidia-fabricmanager" not in fabric.message
+
+
+def _domain_run(s: Site, rack: str) -> tuple[Evidence, str]:
+    """The rack's MNNVL all_reduce as the simulated nccl-tests prints it (NCCL INFO on, the site's env)."""
+    step = next(x for x in make_plan(s).steps() if x.kind == "domain" and x.subject == rack)
+    ev = simulate_step(fabric_of(s, 0), step, dict(s.env))
+    return replace(ev, meta={**ev.meta, "kind": "domain", "subject": rack}), f"raw/campaign-{rack}#r001"
+
+
+def test_the_mnnvl_all_reduce_with_no_baseline_is_held_to_nvlink_not_only_to_the_network() -> None:
+    s = nvl72([], trays=3)
+    run = _domain_run(s, "rack1")
+    ok = judge_mnnvl(s, "rack1", run, None)
+    assert ok.outcome is Outcome.PASS and ok.value is not None and ok.value > 0.5 * 900
+    assert "via P2P/MNNVL, at least 50% of NVLink and above the network's 50 GB/s" in ok.message
+    # the same result where the site says NVLink carries twice as much: below half of it, named
+    wider = nvl72([], trays=3, nvlink={"links_per_gpu": 40, "link_GBps": 53.125, "domain_nodes": 18})
+    slow = judge_mnnvl(wider, "rack1", run, None)
+    assert slow.outcome is Outcome.FAIL
+    assert "below 50% of NVLink's 2000 GB/s (nccl.line_rate_floor.intra_node)" in slow.message
+
+
+def test_a_tray_in_another_clique_makes_the_forced_mnnvl_all_reduce_fail_as_nccl_does() -> None:
+    s = nvl72([{"kind": "wrong_clique", "node": "gb002"}], trays=3)
+    v = judge_mnnvl(s, "rack1", _domain_run(s, "rack1"), None)
+    assert v.outcome is Outcome.FAIL and "the domain all_reduce with NCCL_MNNVL_ENABLE=1 failed" in v.message
+    assert judge_mnnvl(s, "rack1", None, None).outcome is Outcome.SKIP  # no campaign ran: said, not passed
