@@ -37,14 +37,14 @@ def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slurm_clients, "cluster_limits", lambda site: ClusterLimits(source="golden"))
 
 
-@pytest.mark.parametrize("site_name", ["example-h100-ib", "example-roce", "demo"])
+@pytest.mark.parametrize("site_name", ["example-h100-ib", "example-roce", "example-gb200-nvl72", "demo"])
 def test_dry_run_scripts_match_golden(tmp_path: Path, site_name: str) -> None:
     site = load_site(site_name, REPO_ROOT / "site-configs")
     run_dir = tmp_path / "run"
     (run_dir / "raw").mkdir(parents=True)
-    results = execute(
-        Request(site=site, run_dir=run_dir, families=("topology", "sharp"), nccl=True, dry_run=True)
-    )
+    # the NVL72 racks' scripts hold their domain all_reduce (family nvlink, NCCL_MNNVL_ENABLE=1) too
+    families = ("topology", "nvlink", "sharp") if site.nvlink_domains else ("topology", "sharp")
+    results = execute(Request(site=site, run_dir=run_dir, families=families, nccl=True, dry_run=True))
     assert {j["state"] for j in results["jobs"]} == {"DRY_RUN"}
     assert not (run_dir / "submitit").exists() or not any((run_dir / "submitit").rglob("*.pkl"))
     produced = sorted((run_dir / "jobs").iterdir())
