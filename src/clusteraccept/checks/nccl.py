@@ -595,7 +595,16 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
     verdicts = judge_rows(site, verdicts, rows)
     verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
+    if down:  # the node's own verdicts its fabric left without evidence (no pair rows, no traffic) say why
+        verdicts = [_fabric_cause(v, down) for v in verdicts]
     return verdicts
+
+
+def _fabric_cause(v: Verdict, down: dict[str, str]) -> Verdict:
+    why = down.get(v.subject.split(":")[0])
+    if why is None or v.outcome is Outcome.PASS or v.message.startswith("not judged"):
+        return v
+    return replace(v, outcome=Outcome.SKIP, message=f"not judged: {why}")
 
 
 def judge_rows(site: Site, verdicts: list[Verdict], rows: list[dict[str, Any]]) -> list[Verdict]:

@@ -20,7 +20,12 @@ FAULTS = [
     {"kind": "nvlink_errors", "node": "gb001", "gpu": 1, "link": 4},
     {"kind": "wrong_clique", "node": "gb007"},
     {"kind": "imex_down", "node": "gb008"},
+    {"kind": "fabric_manager_down", "node": "gb006"},  # the rack's fabric did not register this tray
 ]
+
+
+def got_msg(verdicts: list[dict[str, object]], check: str, subject: str) -> str:
+    return str(next(v["message"] for v in verdicts if (v["check"], v["subject"]) == (check, subject)))
 
 
 def test_the_nvl72_example_ends_exactly_on_its_faults(run_pytest: PytestRunner, tmp_path: Path) -> None:
@@ -36,6 +41,7 @@ def test_the_nvl72_example_ends_exactly_on_its_faults(run_pytest: PytestRunner, 
     assert failed == [
         "suites/test_nvlink.py::test_nvlink[gb001]",
         "suites/test_nvlink.py::test_nvlink[gb002]",
+        "suites/test_nvlink.py::test_nvlink[gb006]",
         "suites/test_nvlink_domain.py::test_nvlink_domain[rack2]",
     ], proc.stdout[-3000:]
     (run,) = [
@@ -50,10 +56,21 @@ def test_the_nvl72_example_ends_exactly_on_its_faults(run_pytest: PytestRunner, 
         ("nvlink.errors", "gb001:gpu1"),
         ("nvlink.clique", "rack2"),
         ("nvlink.imex", "rack2"),
+        ("nvlink.fabric", "gb006"),
     }
+    unjudged = [v for v in verdicts if v["family"] == "nccl" and "gb006" in v["subject"]]
+    assert unjudged and all(v["outcome"] == "skip" for v in unjudged)
+    assert all(v["message"].startswith("not judged: nvlink.fabric on gb006") for v in unjudged), [
+        (v["check"], v["subject"], v["message"][:120])
+        for v in unjudged
+        if not v["message"].startswith("not judged")
+    ]
+    assert "the rack's NVLink fabric has not registered these GPUs" in got_msg(
+        verdicts, "nvlink.fabric", "gb006"
+    )
     got = {(v["check"], v["subject"]): v for v in verdicts}
     assert got["nvlink.mnnvl", "rack2"]["outcome"] == "skip"
-    assert got["nvlink.mnnvl", "rack2"]["message"].startswith("not judged: nvlink.clique[rack2]")
+    assert got["nvlink.mnnvl", "rack2"]["message"].startswith("not judged: nvlink.fabric on gb006")
     healthy = got["nvlink.mnnvl", "rack1"]
     assert healthy["outcome"] == "pass" and "via P2P/MNNVL" in healthy["message"]
     assert healthy["value"] > 50  # above what the network could carry: it ran over NVLink
