@@ -67,18 +67,28 @@ class Request:
     nccl: bool
     subjects: frozenset[str] | None = None  # campaign step subjects selected (-k); None = all
     nodes: frozenset[str] | None = None  # the nodes probed and judged (-k node07, --nodes); None = all
+    domains: frozenset[str] | None = None  # the NVLink domains whose collective runs (-k rack1); None = all
     dry_run: bool = False
     executor: str | None = None
     scope: Scope | None = None  # --only-due: submit and judge only what is attestation-due
 
 
-def _filter(plan: Plan, subjects: frozenset[str] | None, families: tuple[str, ...], nccl: bool) -> Plan:
+def _filter(
+    plan: Plan,
+    subjects: frozenset[str] | None,
+    families: tuple[str, ...],
+    nccl: bool,
+    domains: frozenset[str] | None = None,
+) -> Plan:
     """Keep the campaign steps the selected tests need: nccl steps when nccl tests are selected (only the
-    selected subjects, ``-k``), the SHARP on/off runs when the sharp family is."""
+    selected subjects, ``-k``), the SHARP on/off runs when the sharp family is, an NVLink domain's
+    collective when its item is."""
 
     def wanted(step: Step) -> bool:
         if step.family == "nccl":
             return nccl and (subjects is None or step.subject in subjects)
+        if step.kind == "domain":
+            return step.family in families and (domains is None or step.subject in domains)
         return step.family in families
 
     jobs: list[CampaignJob] = []
@@ -204,7 +214,7 @@ def execute(req: Request) -> dict[str, Any]:
         (req.site, None) if req.dry_run else preflight(req.site, req.executor or req.site.slurm.executor)
     )
     plan = make_plan(site, families=req.families, nccl=campaigns)
-    plan = _filter(plan, req.subjects, req.families, req.nccl)
+    plan = _filter(plan, req.subjects, req.families, req.nccl, req.domains)
     if req.nodes is not None:  # -k node07 / --nodes: probe only the selected nodes, not the cluster
         probes = (replace(pj, nodes=tuple(n for n in pj.nodes if n in req.nodes)) for pj in plan.probe_jobs)
         plan = replace(plan, probe_jobs=tuple(pj for pj in probes if pj.nodes))

@@ -69,6 +69,7 @@ class State:
     subjects: frozenset[str] | None = None
     nodes: frozenset[str] | None = None  # --nodes HOSTLIST, expanded
     probe_nodes: frozenset[str] | None = None  # the nodes the selected node items need probed; None = all
+    domains: frozenset[str] | None = None  # the NVLink domains whose items are selected; None = all
     not_applicable: dict[str, str] = field(default_factory=dict)  # family -> why it has no items here
     results: dict[str, Any] | None = None
     items: Items = field(default_factory=Items)  # the run's verdicts by item, made once per process
@@ -341,6 +342,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             subject = i.callspec.params["subject"]  # type: ignore[attr-defined]
             probed |= {subject} if m.kwargs["per"] == "node" else set(_members(state.site, subject))
     state.probe_nodes = None if not probed or probed >= set(state.site.nodes) else frozenset(probed)
+    # a rack's MNNVL all_reduce runs for its own item only (-k rack1, or -k gb005 with no rack: none)
+    domains = {i.callspec.params["subject"] for m, i in selected if m.kwargs["per"] == "domain"}  # type: ignore[attr-defined]
+    state.domains = None if domains >= set(state.site.nvlink_domains) else frozenset(domains)
     nodes = state.nodes
     # the nccl items selected (by -k, --nodes, node ids on the command line, --lf ...): their steps only
     chosen: dict[str, set[str]] = {"node": set(), "block": set()}
@@ -432,6 +436,7 @@ def _run(state: State) -> dict[str, Any]:
                     nccl=state.nccl,
                     subjects=state.subjects,
                     nodes=state.probe_nodes,
+                    domains=state.domains,
                     dry_run=state.dry_run,
                     executor=state.executor,
                     scope=_decide_scope(state),

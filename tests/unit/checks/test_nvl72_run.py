@@ -80,3 +80,18 @@ def test_the_nvl72_example_ends_exactly_on_its_faults(run_pytest: PytestRunner, 
     assert all(v["value"] <= 50 for v in pairs)
     affinity = [v for v in verdicts if v["check"] == "topology.gpu_nic_affinity"]
     assert len(affinity) == 32 and all(" is NODE to GPU" in v["message"] for v in affinity)
+
+
+def test_a_rack_selected_runs_its_own_domain_collective_and_a_tray_selected_none(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    site = str(CONFIGS / "example-gb200-nvl72.yaml")
+    for keyword, campaigns, domain_steps in (("rack1", ["campaign-rack1"], 1), ("gb005", None, 0)):
+        out = tmp_path / keyword
+        run_pytest(f"--site={site}", "--dry-run", f"--reports-dir={out}", "suites/", "-k", keyword)
+        (jobs,) = [p / "jobs" for p in (out / "example-gb200-nvl72").iterdir() if not p.is_symlink()]
+        steps = sorted(jobs.glob("*.steps.sh"))
+        if campaigns is not None:
+            assert [p.name.removesuffix(".steps.sh") for p in steps] == campaigns
+        forced = sum(p.read_text().count("NCCL_MNNVL_ENABLE=1") for p in steps)
+        assert forced == domain_steps, (keyword, [p.name for p in steps])
