@@ -601,10 +601,12 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
 
 
 def _fabric_cause(v: Verdict, down: dict[str, str]) -> Verdict:
+    """A SKIP for want of evidence on a node whose fabric is down names the fabric; a FAIL stays one (IB
+    port errors rise without CUDA: a bad cable there is still a finding)."""
     why = down.get(v.subject.split(":")[0])
-    if why is None or v.outcome is Outcome.PASS or v.message.startswith("not judged"):
+    if why is None or v.outcome is not Outcome.SKIP or v.message.startswith("not judged"):
         return v
-    return replace(v, outcome=Outcome.SKIP, message=f"not judged: {why}")
+    return replace(v, message=f"not judged: {why}")
 
 
 def judge_rows(site: Site, verdicts: list[Verdict], rows: list[dict[str, Any]]) -> list[Verdict]:

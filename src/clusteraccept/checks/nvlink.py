@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from clusteraccept.checks.counters import Interval, intervals
-from clusteraccept.checks.hostfacts import last_line
+from clusteraccept.checks.hostfacts import failure
 from clusteraccept.checks.nvlink_domain import judge_domains
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
@@ -54,11 +54,7 @@ def _one(evs: list[Archived], source: str) -> Archived | None:
 
 
 def _failed(ev: Evidence, path: str, what: str) -> str | None:
-    if ev.returncode == 0:
-        return None
-    if ev.returncode == 127:
-        return f"{what}: nvidia-smi not found ({last_line(ev)})"
-    return f"{what} failed (exit {ev.returncode}): {last_line(ev)} ({path})"
+    return None if ev.returncode == 0 else f"{failure(what, ev)} ({path})"
 
 
 def health_problems(health: tuple[tuple[str, str], ...]) -> list[str]:
@@ -340,5 +336,5 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
             errors = [replace(v, outcome=Outcome.SKIP, message=why) for v in errors]
         out += errors
     if site.nvlink_domains:  # NVLink domains across nodes (NVL72 racks): checks/nvlink_domain.py
-        out += judge_domains(site, evidence, fabric_down(site, evidence))
+        out += judge_domains(site, evidence, fabric_down(site, evidence), nodes)
     return out

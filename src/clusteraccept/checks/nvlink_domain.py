@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
-from clusteraccept.checks.hostfacts import last_line
+from clusteraccept.checks.hostfacts import failure
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Verdict, error, expect, judge, skip
@@ -34,27 +35,32 @@ from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
 
 FAMILY = "nvlink"
+CANNOT_RUN = (None, 126, 127)  # timed out or did not start; not executable; not found (hostio, bash(1))
 CHECKS = ("nvlink.clique", "nvlink.imex", "nvlink.mnnvl")
 Archived = tuple[Evidence, str]
 NO_DOMAIN = "00000000-0000-0000-0000-000000000000"  # a GPU not in any NVLink domain (its ClusterUUID)
-UNSET = (None, "", "N/A", "Not Supported", NO_DOMAIN)
 
 
-def _clique_of(ev: Evidence) -> tuple[set[tuple[str, str]], list[str]]:
-    """The node's GPUs' (ClusterUUID, CliqueId) pairs, and what made one unreadable."""
+def _clique_of(ev: Evidence) -> tuple[set[tuple[str, str]], list[str], str | None]:
+    """The node's GPUs' (ClusterUUID, CliqueId) pairs; what is wrong with the tray (a GPU in no domain:
+    ClusterUUID all zeros); and why the output cannot be judged at all (unreadable, or a driver that
+    prints no Fabric ClusterUUID), which is no finding against the tray."""
     try:
         query = nvidia_smi_q.parse(ev.stdout)
     except ParseError as exc:
-        return set(), [f"nvidia-smi -q unreadable: {exc}"]
-    pairs, bad = set(), []
+        return set(), [], f"nvidia-smi -q unreadable: {exc}"
+    pairs, bad, unknown = set(), [], []
     for k, g in enumerate(query.gpus):
         f = g.fabric
-        if f is None or f.cluster_uuid in UNSET:
-            uuid = "none" if f is None else f.cluster_uuid
-            bad.append(f"GPU {k} in no NVLink domain (ClusterUUID {uuid})")
-            continue
-        pairs.add((str(f.cluster_uuid), str(f.clique_id)))
-    return pairs, bad
+        if f is None or f.cluster_uuid in (None, "", "N/A", "Not Supported"):
+            unknown.append(k)
+        elif f.cluster_uuid == NO_DOMAIN:
+            bad.append(f"GPU {k} in no NVLink domain (ClusterUUID {NO_DOMAIN})")
+        else:
+            pairs.add((str(f.cluster_uuid), str(f.clique_id)))
+    if unknown:
+        return set(), [], f"nvidia-smi -q prints no Fabric ClusterUUID for GPU {unknown[0]} (driver too old?)"
+    return pairs, bad, None
 
 
 def culprits(nodes: Sequence[str]) -> dict[str, str]:
@@ -76,10 +82,13 @@ def judge_clique(
             continue
         got = next(((ev, p) for ev, p in by_host.get(node, []) if ev.source == "nvidia-smi-q"), None)
         if got is None or got[0].returncode != 0:
-            missing.append(node if got is None else f"{node} (exit {got[0].returncode}: {last_line(got[0])})")
+            missing.append(node if got is None else f"{node} ({failure('nvidia-smi -q', got[0])})")
             continue
         paths.append(got[1])
-        pairs, bad = _clique_of(got[0])
+        pairs, bad, unjudged = _clique_of(got[0])
+        if unjudged:
+            missing.append(f"{node} ({unjudged})")
+            continue
         problems += [f"{node}: {b}" for b in bad]
         if len(pairs) > 1:
             problems.append(f"{node}: its GPUs in {len(pairs)} cliques {sorted(pairs)}")
@@ -112,7 +121,8 @@ def judge_clique(
     if not votes:
         return skip(check, FAMILY, domain, f"not judged: every node's fabric is down{left_out}")
     (uuid, clique), n = votes.most_common(1)[0]
-    msg = f"all {n} nodes' GPUs in clique {clique} of cluster {uuid}{left_out} [{domain}]"
+    whose = "the node's GPUs" if n == 1 else f"all {n} nodes' GPUs"
+    msg = f"{whose} in clique {clique} of cluster {uuid}{left_out} [{domain}]"
     return expect(check, FAMILY, domain, True, msg, evidence=tuple(paths[:8]))
 
 
@@ -128,8 +138,8 @@ def _imex_view(ev: Evidence, size: int) -> list[str]:
     down = [f"Node #{n.index} ({n.address}) {n.status}" for n in d.nodes if n.status != "READY"]
     links = d.not_connected()
     if d.state != "UP" or down or links:
-        what = ", ".join(down[:3]) or f"{len(links)} links not C"
-        out.append(f"sees Domain State {d.state}: {what}")
+        what = down[:3] + ([f"{len(links)} links not C (connected)"] if links and not down else [])
+        out.append(f"sees Domain State {d.state}" + (f": {', '.join(what)}" if what else ""))
     return out
 
 
@@ -147,8 +157,13 @@ def _grouped_views(views: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Archived]]) -> Verdict:
+def judge_imex(
+    domain: str, members: Sequence[str], by_host: dict[str, list[Archived]], size: int | None = None
+) -> Verdict:
+    """``members``: the trays judged; ``size``: the domain's tray count (untested trays included), which
+    every tray's IMEX view must list."""
     check = "nvlink.imex"
+    size = len(members) if size is None else size
     causes: list[str] = []
     down: list[str] = []  # trays whose service is not active: the cause, not the trays that see it
     views: dict[str, list[str]] = {}
@@ -164,15 +179,21 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
             missing.append(node)
             continue
         paths += [service[1], ctl[1]]
-        state = service[0].stdout.strip() or last_line(service[0])
-        if service[0].returncode != 0:
+        if service[0].returncode in CANNOT_RUN:  # systemctl itself did not answer: nothing is known
+            missing.append(f"{node} ({failure('systemctl is-active nvidia-imex', service[0])})")
+            continue
+        if service[0].returncode != 0:  # systemctl(1): is-active exits non-zero unless the unit is active
+            state = service[0].stdout.strip() or "not active"
             causes.append(f"nvidia-imex {state} on {node}")
             down.append(node)
             continue  # its own nvidia-imex-ctl has no daemon to ask: the service is the finding
-        if ctl[0].returncode != 0:
-            views[node] = [f"had nvidia-imex-ctl -N fail (exit {ctl[0].returncode}: {last_line(ctl[0])})"]
+        if ctl[0].returncode in CANNOT_RUN:
+            missing.append(f"{node} ({failure('nvidia-imex-ctl -N', ctl[0])})")
             continue
-        if found := _imex_view(ctl[0], len(members)):
+        if ctl[0].returncode != 0:
+            views[node] = [f"had {failure('nvidia-imex-ctl -N', ctl[0])}"]
+            continue
+        if found := _imex_view(ctl[0], size):
             views[node] = found
     if causes or views:
         seen = f"; {'; '.join(_grouped_views(views)[:3])}" if views else ""
@@ -183,8 +204,9 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
         )
         return expect(check, FAMILY, domain, False, msg, evidence=tuple(paths[:8]), labels=culprits(down))
     if missing:
-        return error(check, FAMILY, domain, f"no IMEX evidence came back from {', '.join(missing[:4])}")
-    msg = f"nvidia-imex active on all {len(members)} nodes, each sees them READY, Domain State UP [{domain}]"
+        return error(check, FAMILY, domain, f"no IMEX evidence to judge from {', '.join(missing[:4])}")
+    where = "on its node" if len(members) == 1 else f"on all {len(members)} nodes, each sees them READY,"
+    msg = f"nvidia-imex active {where} Domain State UP [{domain}]"
     return expect(check, FAMILY, domain, True, msg, evidence=tuple(paths[:8]))
 
 
@@ -195,16 +217,33 @@ def _network_GBps(site: Site, node: str) -> float | None:
     return max(rates) / 8 if rates else None
 
 
+def _untested(v: Verdict, untested: Sequence[str]) -> Verdict:
+    if not untested:
+        return v
+    names = ", ".join(untested[:4]) + (", ..." if len(untested) > 4 else "")
+    return replace(v, message=f"{v.message}; not tested: {names} (no evidence came back)")
+
+
 def judge_mnnvl(site: Site, domain: str, run: Archived | None, blocked: str | None) -> Verdict:
     check = "nvlink.mnnvl"
     if blocked:
         return skip(check, FAMILY, domain, f"not judged: {blocked}")
     if run is None:
-        return skip(check, FAMILY, domain, "no domain collective in this run (the nccl campaign runs it)")
+        if len(site.nvlink_domains[domain]) < 2:
+            return skip(check, FAMILY, domain, "a 1-node domain: no collective crosses nodes in it")
+        item = f"test_nvlink_domain[{domain}]"
+        why = f"no domain collective in this run (its block's campaign runs it for {item})"
+        return skip(check, FAMILY, domain, why)
     ev, path = run
+    if ev.meta.get("killed_with_job") and ev.returncode != 0:  # spool.mark_killed, as checks/nccl.py
+        why = (
+            f"not tested: the domain all_reduce ended with its Slurm job ({ev.meta['killed_with_job']}) "
+            "before it finished; that says nothing about the hardware"
+        )
+        return error(check, FAMILY, domain, why, (path,))
     if ev.returncode != 0:
-        msg = f"the domain all_reduce with NCCL_MNNVL_ENABLE=1 failed (exit {ev.returncode}): {last_line(ev)}"
-        return expect(check, FAMILY, domain, False, f"{msg} [{domain}]", evidence=(path,))
+        what = failure("the domain all_reduce with NCCL_MNNVL_ENABLE=1", ev)
+        return expect(check, FAMILY, domain, False, f"{what} [{domain}]", evidence=(path,))
     try:
         result = nccl_tests.parse(ev.stdout)
         info = nccl_debug.parse(ev.stdout)
@@ -226,7 +265,7 @@ def judge_mnnvl(site: Site, domain: str, run: Archived | None, blocked: str | No
     busbw = row.out_of_place.busbw_GBps if row.out_of_place else 0.0
     key = f"nvlink.mnnvl.busbw.all_reduce.{domain}"
     nt = site.node_type(site.nvlink_domains[domain][0])
-    line = nt.nvlink.gpu_GBps if nt.nvlink else 0.0
+    line = nt.nvlink_line_GBps or 0.0
     ctx = (
         f"{domain}, {row.size_B} B, {busbw / line:.0%} of NVLink's {line:g} GB/s per GPU" if line else domain
     )
@@ -252,7 +291,12 @@ def judge_mnnvl(site: Site, domain: str, run: Archived | None, blocked: str | No
     return expect(check, FAMILY, domain, not short, msg, value=busbw, evidence=(path,))
 
 
-def judge_domains(site: Site, evidence: Sequence[Archived], fabric_down: dict[str, str]) -> list[Verdict]:
+def judge_domains(
+    site: Site, evidence: Sequence[Archived], fabric_down: dict[str, str], nodes: Sequence[str]
+) -> list[Verdict]:
+    """The domains whose trays are all among ``nodes`` (the judged nodes: -k, --nodes, --only-due choose);
+    a tray that gave no evidence at all (left out by the preflight, its probe job lost) is not tested, said
+    in each verdict, and the domain is judged on the others."""
     by_host: dict[str, list[Archived]] = defaultdict(list)
     runs: dict[str, Archived] = {}
     for ev, path in evidence:
@@ -260,10 +304,19 @@ def judge_domains(site: Site, evidence: Sequence[Archived], fabric_down: dict[st
             runs[ev.meta.get("subject", ev.host)] = (ev, path)
         else:
             by_host[ev.host].append((ev, path))
+    judged = set(nodes)
     out: list[Verdict] = []
-    for domain, members in site.nvlink_domains.items():
-        clique = judge_clique(domain, members, by_host, fabric_down)
-        imex = judge_imex(domain, members, by_host)
+    for domain, all_members in site.nvlink_domains.items():
+        if not judged.issuperset(all_members):
+            continue
+        members = [n for n in all_members if by_host.get(n)]
+        untested = [n for n in all_members if not by_host.get(n)]
+        if not members:
+            lost = "not tested: no evidence came back from any node of the domain"
+            out += [error(c, FAMILY, domain, lost) for c in CHECKS]
+            continue
+        clique = _untested(judge_clique(domain, members, by_host, fabric_down), untested)
+        imex = _untested(judge_imex(domain, members, by_host, len(all_members)), untested)
         down = next((why for n, why in fabric_down.items() if n in members), None)
         failed = [v for v in (clique, imex) if v.outcome.value in ("fail", "error")]
         why = f"{failed[0].check}[{domain}] ({failed[0].message[:160]})" if failed else None

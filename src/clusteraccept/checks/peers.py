@@ -6,8 +6,9 @@ count and size. A result is slow when it is more than ``nccl.peers.below`` *and*
 standard deviations (1.4826 x MAD) below their median: the median and the MAD ignore up to half the results
 being bad, so a slow rail does not move its own bar. A group smaller than ``min_peers`` is judged by the line
 rate only. The line rate is the rail's ``rate_Gbps`` / 8 (GB/s) for a pair, a rank's share of its node's
-rails for a block collective, the node type's ``nvlink_GBps`` intra-node; below ``nccl.line_rate_floor`` of
-it a result of 1 GiB or more fails whatever its peers did. The message says which judged it:
+rails for a block collective, the node type's NVLink intra-node (``nvlink_GBps``, else its ``nvlink``
+section); below ``nccl.line_rate_floor`` of it a result of 1 GiB or more fails whatever its peers did.
+The message says which judged it:
 ``busbw_GBps=41.2 GB/s is 17% below the median of 992 peers (49.6) and 82% of 400 Gb/s line rate (50 GB/s)``.
 """
 
@@ -43,7 +44,7 @@ def line_rate_GBps(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | No
     """The line rate a result is bounded by, and how to name it; None where the site does not say."""
     nodes = row["nodes"]
     if row["kind"] == "node":
-        nv = site.node_type(nodes[0]).nvlink_GBps
+        nv = site.node_type(nodes[0]).nvlink_line_GBps
         return None if nv is None else (nv, "NVLink")
     if row["kind"] == "pair":
         rates = []

@@ -154,8 +154,9 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
     gpus = min(site.node_type(n).gpus for n in nodes)
     # the "off" run keeps the site's SHARP settings (plugin, transport): only CollNet differs
     rails = rail_hcas(site, nodes)
-    on = {**rails, **site.sharp.env, "NCCL_COLLNET_ENABLE": "1"}
-    off = {**rails, **site.sharp.env, "NCCL_COLLNET_ENABLE": "0"}
+    # a block inside one NVL72 rack: both runs over the network, or the uplift would measure NVLink
+    on = {**rails, **off_mnnvl(site, nodes), **site.sharp.env, "NCCL_COLLNET_ENABLE": "1"}
+    off = {**rails, **off_mnnvl(site, nodes), **site.sharp.env, "NCCL_COLLNET_ENABLE": "0"}
     return [
         Round(
             first + i,
@@ -209,7 +210,7 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
     ]
 
 
-# NCCL env docs, NCCL_MNNVL_ENABLE (since 2.21.5; NCCL_MNNVL in 2.20): "Enable NCCL to use multi-node
+# NCCL env docs, NCCL_MNNVL_ENABLE (NCCL_MNNVL in the 2.20 docs): "Enable NCCL to use multi-node
 # NVLink, when available": 0 disables it, 1 forces it (NCCL fails where it cannot), 2 (the default)
 # enables it where it is available. Between two nodes of one NVLink domain, a collective left to NCCL
 # crosses the rack's NVLink, not the network rails the nccl family measures.

@@ -127,8 +127,8 @@ def fabric_doc(
 
 
 def _nvlink_GBps(site: Site) -> float:
-    nv = site.node_types[0].nvlink
-    return 450.0 if nv is None else nv.gpu_GBps  # 450: an H100's, where the site declares no NVLink
+    nv = site.node_types[0].nvlink_line_GBps
+    return 450.0 if nv is None else nv  # 450: an H100's, where the site declares no NVLink
 
 
 def _bus_ids(site: Site) -> list[str]:

@@ -12,7 +12,7 @@ from clusteraccept.render import REPO_ROOT
 from clusteraccept.site.baselines import Reference
 from clusteraccept.site.campaign import Nccl, Tools
 from clusteraccept.site.fabric import Gpudirect, Roce, Sharp
-from clusteraccept.site.nodes import NodeType, domains_of_slurm_blocks
+from clusteraccept.site.nodes import NodeType, domains_in_blocks, domains_of_slurm_blocks
 from clusteraccept.site.operations import Ops
 from clusteraccept.site.slurm import Slurm
 
@@ -53,6 +53,8 @@ class Site:
         domains = self.nvlink_domains
         if self.domains_are_slurm_blocks:
             domains = domains_of_slurm_blocks(self.file, self.node_types, blocks)
+        elif domains:  # racks named in the site: each inside one of Slurm's blocks, as with site blocks
+            domains = domains_in_blocks(self.file, self.node_types, domains, blocks)
         return dataclasses.replace(self, blocks=blocks, nvlink_domains=domains)
 
     @cached_property

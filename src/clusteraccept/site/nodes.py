@@ -76,6 +76,14 @@ class NodeType:
     # GPU/NIC test added --allow_gpu_node_relation for GB200 + CX-7: Mellanox/ngc_multinode_perf#129)
     gpu_nic_path: tuple[str, ...] = ("PIX", "PXB")
 
+    @property
+    def nvlink_line_GBps(self) -> float | None:
+        """NVLink per GPU and direction: the site's ``nvlink_GBps`` where it says, else what its ``nvlink``
+        section implies (links x data rate); None where the site says neither."""
+        if self.nvlink_GBps is not None:
+            return self.nvlink_GBps
+        return self.nvlink.gpu_GBps if self.nvlink is not None else None
+
 
 def _check_name(file: str, section: str, name: object, expected: str) -> None:
     """A block or node type name: it becomes part of job names, file names and pytest item ids."""
@@ -274,7 +282,7 @@ def parse_nvlink_domains(
     that one type; a domain lies inside one block, whose campaign runs its collective. Nodes of other
     types are each their own domain and are not listed."""
     value = top.raw("nvlink_domains", None)
-    multi = {n: nt for nt in types if nt.nvlink and nt.nvlink.domain_nodes > 1 for n in nt.nodes}
+    multi = _multi(types)
     if value is None:
         if multi:
             node = next(iter(multi))
@@ -295,7 +303,7 @@ def parse_nvlink_domains(
         for name in sec.data:
             _check_name(top.file, "nvlink_domains", name, "an NVLink domain name like 'rack01'")
             domains[str(name)] = expand_hostlist(sec, name)
-    return _checked_domains(top.file, domains, multi, blocks)
+    return _checked_domains(top.file, domains, types, blocks)
 
 
 def domains_of_slurm_blocks(
@@ -305,27 +313,45 @@ def domains_of_slurm_blocks(
     multi-node NVLink nodes is one domain (topology/block with a block per rack), checked as a site's own
     domains are; a tray in none of Slurm's blocks (jobs/slurm_clients.slurm_blocks puts it in "rest") has
     no known rack, which is refused rather than guessed."""
-    multi = {n: nt for nt in types if nt.nvlink and nt.nvlink.domain_nodes > 1 for n in nt.nodes}
+    multi = _multi(types)
     where = "nvlink_domains (blocks from scontrol show topology)"
     lost = [n for n in blocks.get(REST_BLOCK, ()) if n in multi]
     if lost:
         raise SiteConfigError(file, where, "every multi-node NVLink node in a block", f"{lost[0]!r} in none")
     domains = {b: members for b, members in blocks.items() if any(n in multi for n in members)}
-    return _checked_domains(file, domains, multi, blocks, where)
+    return _checked_domains(file, domains, types, blocks, where)
+
+
+def domains_in_blocks(
+    file: str,
+    types: tuple[NodeType, ...],
+    domains: dict[str, tuple[str, ...]],
+    blocks: dict[str, tuple[str, ...]],
+) -> dict[str, tuple[str, ...]]:
+    """The site's named racks checked again once ``blocks: slurm`` is read: each inside one block (its
+    block's campaign runs the rack's collective)."""
+    return _checked_domains(file, domains, types, blocks, "nvlink_domains")
+
+
+def _multi(types: tuple[NodeType, ...]) -> dict[str, NodeType]:
+    """The nodes whose type has an NVLink domain wider than the node, and that type."""
+    return {n: nt for nt in types if nt.nvlink and nt.nvlink.domain_nodes > 1 for n in nt.nodes}
 
 
 def _checked_domains(
     file: str,
     domains: dict[str, tuple[str, ...]],
-    multi: dict[str, NodeType],
+    types: tuple[NodeType, ...],
     blocks: dict[str, tuple[str, ...]],
     where: str = "nvlink_domains",
 ) -> dict[str, tuple[str, ...]]:
+    multi = _multi(types)
     seen: dict[str, str] = {}
     block_of = {n: b for b, members in blocks.items() for n in members}
+    every_node = {n for nt in types for n in nt.nodes}
     for name, members in domains.items():
         key = f"{where}.{name}" if where == "nvlink_domains" else f"{where}: {name}"
-        if name in multi:  # a domain's verdicts would be taken for the node's (judge/items.py)
+        if name in every_node:  # a domain's verdicts would be taken for the node's (judge/items.py)
             raise SiteConfigError(file, key, "a domain name that is not a node's", repr(name))
         for n in members:
             nt = multi.get(n)

@@ -23,7 +23,7 @@ from clusteraccept.sim.prepare import fabric_of, simulate_step
 from clusteraccept.site.load import parse_site
 from clusteraccept.site.model import Site
 
-from .test_topology import CONFIGS, collect
+from .test_topology import CONFIGS, collect, edited
 
 EXAMPLE = CONFIGS / "example-gb200-nvl72.yaml"
 
@@ -158,3 +158,54 @@ def test_a_tray_in_another_clique_makes_the_forced_mnnvl_all_reduce_fail_as_nccl
     v = judge_mnnvl(s, "rack1", _domain_run(s, "rack1"), None)
     assert v.outcome is Outcome.FAIL and "the domain all_reduce with NCCL_MNNVL_ENABLE=1 failed" in v.message
     assert judge_mnnvl(s, "rack1", None, None).outcome is Outcome.SKIP  # no campaign ran: said, not passed
+
+
+def test_a_probe_that_could_not_run_is_an_error_and_blames_no_tray(tmp_path: Path) -> None:
+    """systemctl not found, nvidia-smi -q unreadable: nothing is known about the tray, so the rack's verdict
+    is ERROR naming why, and no tray is a culprit (a drain on it would take a healthy tray out)."""
+    s = nvl72([], trays=3)
+    probe = collect(s, ("nvlink",), tmp_path)["nvlink"]
+
+    def gone(ev: Evidence) -> Evidence:
+        return replace(ev, returncode=127, stdout="", stderr="bash: systemctl: command not found")
+
+    probe = edited(probe, "gb002", lambda e: e.source == "systemctl", gone)
+    probe = edited(
+        probe, "gb005", lambda e: e.source == "nvidia-smi-q", lambda e: replace(e, stdout="garbage\n")
+    )
+    got = by_key(checks.judge("nvlink", s, probe, s.nodes))
+    imex, clique = got["nvlink.imex", "rack1"], got["nvlink.clique", "rack2"]
+    assert imex.outcome is Outcome.ERROR and imex.labels == {}
+    assert "gb002 (systemctl is-active nvidia-imex not found or not executable" in imex.message
+    assert (
+        clique.outcome is Outcome.ERROR
+        and clique.labels == {}
+        and "gb005 (nvidia-smi -q unreadable" in (clique.message)
+    )
+
+
+def test_a_tray_with_no_evidence_is_not_tested_and_its_rack_judged_on_the_others(tmp_path: Path) -> None:
+    s = nvl72([], trays=3)
+    probe = [(e, p) for e, p in collect(s, ("nvlink",), tmp_path)["nvlink"] if e.host != "gb003"]
+    got = by_key(checks.judge("nvlink", s, probe, s.nodes))
+    for check in ("nvlink.clique", "nvlink.imex"):
+        assert got[check, "rack1"].outcome is Outcome.PASS
+        assert got[check, "rack1"].message.endswith("; not tested: gb003 (no evidence came back)")
+    # judged for the nodes selected: a rack none of whose trays was selected has no verdicts at all
+    mine = checks.judge("nvlink", s, probe, ("gb004", "gb005", "gb006"))
+    assert {v.subject for v in mine if v.check.startswith(("nvlink.clique", "nvlink.imex"))} == {"rack2"}
+
+
+def test_named_racks_split_across_slurm_blocks_are_refused_once_slurm_says(tmp_path: Path) -> None:
+    s = nvl72([], trays=3)
+    named = replace(s, nvlink_domains={"r1": ("gb001", "gb002", "gb003"), "r2": ("gb004", "gb005", "gb006")})
+    with pytest.raises(SiteConfigError, match=r"nvlink_domains\.r1: expected nodes of one block"):
+        named.with_slurm_blocks({"b1": ("gb001", "gb002"), "b2": ("gb003", "gb004", "gb005", "gb006")})
+
+
+def test_the_sharp_runs_inside_a_rack_measure_the_network() -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["sharp"] = {"enabled": True, "hello": ["sharp_hello"]}
+    s = parse_site(EXAMPLE, data)
+    sharp = [x for x in make_plan(s, families=("sharp",)).steps() if x.family == "sharp"]
+    assert sharp and all(dict(x.env).get("NCCL_MNNVL_ENABLE") == "0" for x in sharp)
