@@ -31,9 +31,14 @@ def last_line(ev: Evidence) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
+# exit statuses of a command that did not run at all: timed out or did not start (hostio), not executable,
+# not found (bash(1)); its output says nothing about what it was asked
+CANNOT_RUN = (None, 126, 127)
+
+
 def failure(tool: str, ev: Evidence) -> str:
     """Why a command gave no usable output, in one line."""
-    if ev.returncode in (126, 127):
+    if ev.returncode in CANNOT_RUN[1:]:
         return f"{tool} not found or not executable on this node ({last_line(ev)})"
     if ev.returncode is None:
         return f"{tool} timed out or could not start ({last_line(ev)})"

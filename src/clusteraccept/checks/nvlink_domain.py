@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
-from clusteraccept.checks.hostfacts import failure
+from clusteraccept.checks.hostfacts import CANNOT_RUN, failure
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Verdict, error, expect, judge, skip
@@ -35,7 +35,6 @@ from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
 
 FAMILY = "nvlink"
-CANNOT_RUN = (None, 126, 127)  # timed out or did not start; not executable; not found (hostio, bash(1))
 CHECKS = ("nvlink.clique", "nvlink.imex", "nvlink.mnnvl")
 Archived = tuple[Evidence, str]
 NO_DOMAIN = "00000000-0000-0000-0000-000000000000"  # a GPU not in any NVLink domain (its ClusterUUID)
@@ -157,13 +156,10 @@ def _grouped_views(views: dict[str, list[str]]) -> list[str]:
     return out
 
 
-def judge_imex(
-    domain: str, members: Sequence[str], by_host: dict[str, list[Archived]], size: int | None = None
-) -> Verdict:
+def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Archived]], size: int) -> Verdict:
     """``members``: the trays judged; ``size``: the domain's tray count (untested trays included), which
     every tray's IMEX view must list."""
     check = "nvlink.imex"
-    size = len(members) if size is None else size
     causes: list[str] = []
     down: list[str] = []  # trays whose service is not active: the cause, not the trays that see it
     views: dict[str, list[str]] = {}

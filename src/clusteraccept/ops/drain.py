@@ -23,7 +23,7 @@ import fnmatch
 import math
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,18 @@ def _node_of(subject: str, nodes: set[str]) -> str | None:
     return head if head in nodes else None
 
 
+def _culprits(labels: Mapping[str, Any], known: set[str]) -> Iterator[tuple[str, str, str, str]]:
+    """(kind, node, subject, confirmation) of each culprit a verdict's labels name on one of ``known``
+    (``culprits``: ``kind:subject|...``, with ``confirmation`` in the same order where a round ran)."""
+    culprits = str(labels.get("culprits", "")).split("|")
+    statuses = str(labels.get("confirmation", "")).split("|")
+    for culprit, status in zip(culprits, statuses + [""] * len(culprits), strict=False):
+        kind, _, subject = culprit.partition(":")
+        node = _node_of(subject, known)
+        if node is not None:
+            yield kind, node, subject, status
+
+
 def convictions(
     results: Mapping[str, Any], nodes: Sequence[str], patterns: Sequence[str]
 ) -> dict[str, list[Conviction]]:
@@ -77,29 +89,23 @@ def convictions(
         labels = v.get("labels", {})
         if check != "nccl.localization" and labels.get("culprits"):
             # a verdict on a group (an NVLink domain: nvlink.clique, nvlink.imex) that names its culprits
-            for culprit in str(labels["culprits"]).split("|"):
-                kind, _, subject = culprit.partition(":")
-                node = _node_of(subject, known)
-                if kind == "node" and node is not None:
+            for kind, node, _, _ in _culprits(labels, known):
+                if kind == "node":
                     out.setdefault(node, []).append(Conviction(node, check, str(v["subject"])))
             continue
         if check == "nccl.localization":
-            culprits = str(labels.get("culprits", "")).split("|")
-            statuses = str(labels.get("confirmation", "")).split("|")
-            for culprit, status in zip(culprits, statuses + [""] * len(culprits), strict=False):
-                kind, _, subject = culprit.partition(":")
-                node = _node_of(subject, known)
+            for kind, node, subject, status in _culprits(labels, known):
                 if status == "unconfirmed":
                     continue  # a confirmation job ran, but no retest of this one did: not drained on it
-                if kind in NODE_KINDS and node is not None:
+                if kind in NODE_KINDS:
                     what = subject.split(":", 1)[1] if ":" in subject else "node"
                     out.setdefault(node, []).append(Conviction(node, check, what))
             continue
-        node = _node_of(str(v["subject"]), known)
-        if node is not None:
+        own = _node_of(str(v["subject"]), known)
+        if own is not None:
             subject = str(v["subject"])
-            out.setdefault(node, []).append(
-                Conviction(node, check, subject.split(":")[1] if ":" in subject else "node")
+            out.setdefault(own, []).append(
+                Conviction(own, check, subject.split(":")[1] if ":" in subject else "node")
             )
     return out
 
