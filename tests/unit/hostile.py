@@ -94,6 +94,7 @@ EXTRA: dict[tuple[str, ...], Any] = {
     ("nightly", "scron_options"): ["--partition=service"],
     ("drain", "checks"): ["topology.*"],
     ("node_types", "h100-roce", "gpu_nic_path"): ["PIX", "PXB"],
+    ("node_types", "h100-roce", "fabric"): "roce",
     ("baselines", "nccl.busbw.sendrecv.pair_in_block.*", "xfail"): "known slow leaf",
 }
 # mappings whose keys are the site's own names: each key is a field too

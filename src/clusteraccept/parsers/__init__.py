@@ -44,6 +44,8 @@ TOOLS: dict[str, str] = {
     "nvidia-smi-nvlink": "nvidia_smi_nvlink",
     "nvidia-smi-q": "nvidia_smi_q",
     "nvidia-imex-ctl": "nvidia_imex_ctl",
+    # issue 22: fabrics beyond IB/RoCE (libfabric providers: EFA, Slingshot cxi)
+    "fi_info": "fi_info",
 }
 
 

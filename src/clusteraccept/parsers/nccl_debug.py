@@ -27,6 +27,15 @@ src/init.cc, src/graph/topo.cc; and Mellanox/nccl-rdma-sharp-plugins src/p2p_plu
     NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'    (and the per-GPU and plugin forms)
 
 The link layer comes only from the /IB or /RoCE tag of a NET device entry, never from an interface name.
+
+A net plugin (NCCL src/plugin/net.cc; the lines of 2.18-2.27 in tests/data/nccl-debug/SOURCES.md) and the
+aws-ofi-nccl plugin's own lines (aws/aws-ofi-nccl src/nccl_ofi_net.c, nccl_ofi_api.c)::
+
+    NET/Plugin: Loaded net plugin Libfabric (v10)          (the plugin's name: "AWS Libfabric" in 1.4)
+    NET/OFI Initializing aws-ofi-nccl 1.16.2               ("Using aws-ofi-nccl 1.4.0aws" in 1.4)
+    NET/OFI Selected Provider is efa (found 4 nics)         (1.4: without the nic count)
+    NET/OFI No eligible providers were found               (then WARN "aws-ofi-nccl initialization failed")
+    Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA   (a plugin name may hold a space)
 """
 
 from __future__ import annotations
@@ -117,6 +126,12 @@ class NcclDebug:
     tree_channels: int  # max channels of a "Trees [0] a/b/c->me->up ..." line
     coll_channels: int | None  # max "N coll channels"
     warnings: tuple[str, ...]  # NCCL WARN messages
+    net_plugins: tuple[str, ...] = ()  # "Loaded net plugin Libfabric (v10)": "Libfabric", first seen first
+    ofi_versions: tuple[str, ...] = ()  # aws-ofi-nccl's version(s): "1.16.2", "1.4.0aws"
+    ofi_providers: tuple[str, ...] = ()  # "Selected Provider is efa": the libfabric provider(s) it chose
+    ofi_nics: int | None = None  # the most "(found N nics)" of any rank
+    ofi_no_provider: bool = False  # "No eligible providers were found"
+    ofi_init_failed: bool = False  # WARN "NET/OFI ... initialization failed": the plugin is not used
 
     def network(self) -> str | None:
         """The network chosen when every communicator agrees, else None."""
@@ -188,6 +203,9 @@ _VDEV = re.compile(
     r"NET/(?P<net>\S+?) ?: Made virtual device \[(?P<d>\d+)\] name=(?P<name>\S+)"
     r" speed=\d+ ndevs=(?P<n>\d+)\s*"
 )
+_PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*")
+_OFI_VERSION = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl (?P<v>\S+)\s*")
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?: \(found (?P<n>\d+) nics?\))?.*")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
@@ -212,6 +230,9 @@ _TUPLES = (
     "warnings",
     "rings",
     "graphs",
+    "net_plugins",
+    "ofi_versions",
+    "ofi_providers",
 )
 
 
@@ -224,6 +245,8 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         acc["nccl_version_full"] = acc["nccl_version_full"] or m["v"] + m["suffix"]
         if host is not None:
             _add(acc["host_versions"], (host, m["v"] + m["suffix"]))
+    elif msg.startswith("NET/OFI ") or msg.startswith("NET/Plugin"):
+        _plugin(acc, msg, line_no)
     elif msg.startswith("cudaDriverVersion "):
         value = msg.split(" ", 1)[1].strip()
         if not value.isdecimal():
@@ -292,6 +315,22 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         _add(acc["bootstrap_interfaces"], m["if"])
 
 
+def _plugin(acc: dict[str, Any], msg: str, line_no: int) -> None:
+    """A net plugin's loading line, or one of aws-ofi-nccl's own."""
+    if m := _PLUGIN.fullmatch(msg):
+        _add(acc["net_plugins"], m["name"])
+    elif m := _OFI_VERSION.fullmatch(msg):
+        _add(acc["ofi_versions"], m["v"])
+    elif msg.startswith("NET/OFI Selected"):
+        if (m := _OFI_PROVIDER.fullmatch(msg)) is None:
+            raise ParseError(line_no, "'NET/OFI Selected Provider is NAME [(found N nics)]'", msg)
+        _add(acc["ofi_providers"], m["p"])
+        if m["n"] is not None:
+            acc["ofi_nics"] = max(acc["ofi_nics"] or 0, to_int(m["n"], line_no))
+    elif msg.startswith("NET/OFI No eligible providers"):
+        acc["ofi_no_provider"] = True
+
+
 def parse(text: str) -> NcclDebug:
     """Parse an NCCL_DEBUG=INFO log (possibly mixed with other output)."""
     acc: dict[str, Any] = {name: [] for name in _TUPLES}
@@ -309,6 +348,9 @@ def parse(text: str) -> NcclDebug:
         env={},
         tree_channels=0,
         coll_channels=None,
+        ofi_nics=None,
+        ofi_no_provider=False,
+        ofi_init_failed=False,
     )
     nccl_lines = 0
     for line_no, line in enumerate(text.splitlines(), start=1):
@@ -328,6 +370,8 @@ def parse(text: str) -> NcclDebug:
             acc["warnings"].append(msg)
             if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):
                 acc["collnet_init_failed"] = True
+            if msg.startswith("NET/OFI") and "failed" in msg:  # "aws-ofi-nccl initialization failed"
+                acc["ofi_init_failed"] = True
         elif level == "INFO":
             _message(acc, msg, host, line_no)
     if nccl_lines == 0:

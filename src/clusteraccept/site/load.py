@@ -18,9 +18,15 @@ import yaml
 from clusteraccept.errors import SiteConfigError
 from clusteraccept.site.baselines import load_baselines
 from clusteraccept.site.campaign import parse_nccl, parse_tools
-from clusteraccept.site.fabric import parse_gpudirect, parse_roce, parse_sharp
+from clusteraccept.site.fabric import Roce, Sharp, parse_gpudirect, parse_roce, parse_sharp
 from clusteraccept.site.model import Site
-from clusteraccept.site.nodes import expand_hostlist, parse_blocks, parse_node_types, parse_nvlink_domains
+from clusteraccept.site.nodes import (
+    NodeType,
+    expand_hostlist,
+    parse_blocks,
+    parse_node_types,
+    parse_nvlink_domains,
+)
 from clusteraccept.site.operations import KEYS as OPS_KEYS
 from clusteraccept.site.operations import parse_ops
 from clusteraccept.site.schema import Section, describe, expand_repo, refuse_control, refuse_secrets
@@ -140,6 +146,7 @@ def parse_site(path: Path, data: Any) -> Site:
     tools = parse_tools(top)
     nccl = parse_nccl(top)
     node_types = parse_node_types(top, nodes)
+    _fabric_sections(top, node_types, roce, sharp)
     raw_baselines = top.raw("baselines", {})
     baselines_file = None
     if isinstance(raw_baselines, str):
@@ -175,6 +182,25 @@ def parse_site(path: Path, data: Any) -> Site:
         gpudirect=parse_gpudirect(top),
         env_file=_env_file(top, path),
     )
+
+
+def _fabric_sections(top: Section, node_types: tuple[NodeType, ...], roce: Roce | None, sharp: Sharp) -> None:
+    """What the site's fabric sections apply to: ``roce`` needs a RoCE node type, SHARP an InfiniBand or
+    RoCE one (it aggregates in NVIDIA's switches); an EFA-only site has neither."""
+    fabrics = {nt.fabric for nt in node_types}
+    if roce is not None and "roce" not in fabrics:
+        raise top.error(
+            "roce",
+            f"no roce section: no node type is fabric roce ({', '.join(sorted(fabrics))})",
+            "a section",
+        )
+    if sharp.enabled and not fabrics & {"infiniband", "roce"}:
+        raise SiteConfigError(
+            top.file,
+            "sharp.enabled",
+            f"false: SHARP needs an infiniband or roce fabric ({', '.join(sorted(fabrics))} here)",
+            "true",
+        )
 
 
 def _setup(top: Section) -> tuple[str, ...]:

@@ -30,10 +30,34 @@ _NAME_MAX = 64  # block and node type names become parts of job names and file n
 class Rail:
     index: int
     gpu: int
-    hca: str
+    hca: str  # the rail's (first) RDMA device: the HCA an InfiniBand/RoCE rail pins (NCCL_IB_HCA)
     port: int = 1
     netdev: str | None = None
-    rate_Gbps: float | None = None
+    rate_Gbps: float | None = None  # per device
+    # every RDMA device of the rail: (hca,) on InfiniBand/RoCE; on EFA the devices nearest GPU k, several
+    # on p5 (32 EFA devices for 8 GPUs), one shared by two GPUs on p4d (4 for 8)
+    nics: tuple[str, ...] = ()
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return self.nics or (self.hca,)
+
+
+# node_types.<t>.fabric: what carries the traffic between nodes. infiniband and roce are ibverbs HCAs NCCL
+# drives itself (NET/IB); efa is AWS's Elastic Fabric Adapter, reached through libfabric and the
+# aws-ofi-nccl net plugin (NET/OFI), whose devices ibverbs reports with link layer "Unspecified".
+FABRICS = ("infiniband", "roce", "efa", "none")
+_FABRIC_OF_LAYER = {"InfiniBand": "infiniband", "Ethernet": "roce", "none": "none"}
+NOT_YET = "tcpx, tcpxo and slingshot are not supported yet (issue 22)"
+
+
+@dataclass(frozen=True)
+class Efa:
+    """``node_types.<t>.efa``: what an EFA node must offer (judged by checks/efa.py)."""
+
+    # EFA devices fi_info -p efa must list: AWS's table of network cards per instance type (EC2 user
+    # guide, "Elastic Fabric Adapter", supported instance types): p4d.24xlarge 4, p5.48xlarge 32
+    devices: int
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,8 @@ class NodeType:
     # NVLink-C2C, the NIC off the CPU's root ports, so the closest a NIC can be is NODE (NVIDIA's own
     # GPU/NIC test added --allow_gpu_node_relation for GB200 + CX-7: Mellanox/ngc_multinode_perf#129)
     gpu_nic_path: tuple[str, ...] = ("PIX", "PXB")
+    fabric: str = "infiniband"  # one of FABRICS
+    efa: Efa | None = None  # fabric efa only
 
     @property
     def nvlink_line_GBps(self) -> float | None:
@@ -123,20 +149,39 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _rails(sec: Section) -> tuple[Rail, ...]:
+def _rail_nics(r: Section, fabric: str) -> tuple[str, ...]:
+    """A rail's RDMA devices: ``hca`` (one HCA) on InfiniBand/RoCE, ``nics`` (a list) on EFA."""
+    if fabric == "efa":
+        if r.has("hca"):
+            raise r.error(
+                "hca", "no 'hca' on an EFA rail: its devices as nics: [rdmap79s0, ...]", r.raw("hca")
+            )
+        nics = r.str_list("nics", "a list of EFA device names like [rdmap79s0, rdmap80s0]")
+        bad = [n for n in nics if not re.fullmatch(_HCA, n)]
+        if bad or not nics or len(set(nics)) != len(nics):
+            raise r.error("nics", "a non-empty list of distinct device names like rdmap79s0", r.raw("nics"))
+        return nics
+    if r.has("nics"):
+        raise r.error("nics", f"no 'nics' on a {fabric} rail: its HCA as hca: mlx5_3", r.raw("nics"))
+    return (r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),)
+
+
+def _rails(sec: Section, fabric: str) -> tuple[Rail, ...]:
     rails = []
-    for name, r in sec.sections("rails", ["hca", "port", "netdev", "rate_Gbps"]).items():
+    for name, r in sec.sections("rails", ["hca", "nics", "port", "netdev", "rate_Gbps"]).items():
         m = re.fullmatch(r"gpu(\d+)", name)
         if not m:
             raise SiteConfigError(
                 sec.file, sec.key(f"rails.{name}"), "a key like 'gpu3' (the GPU index)", repr(name)
             )
         gpu = int(m[1])
+        nics = _rail_nics(r, fabric)
         rails.append(
             Rail(
                 index=gpu,
                 gpu=gpu,
-                hca=r.string("hca", "a string like 'mlx5_3'", pattern=_HCA),
+                hca=nics[0],
+                nics=nics if fabric == "efa" else (),
                 port=r.integer("port", "a port number >= 1", default=1, minimum=1),
                 netdev=r.string(
                     "netdev", "a network interface name like 'ibp26s0' (<= 15 characters)", None, _NETDEV
@@ -180,6 +225,37 @@ def _gpu_nic_path(sec: Section) -> tuple[str, ...]:
     return path
 
 
+def _fabric(sec: Section) -> tuple[str, str]:
+    """``fabric`` and ``link_layer``: (fabric, link layer); either implies the other, both must agree."""
+    if sec.has("fabric") and str(sec.raw("fabric")) in ("tcpx", "tcpxo", "slingshot"):
+        raise sec.error("fabric", f"one of {', '.join(FABRICS)} ({NOT_YET})", sec.raw("fabric"))
+    fabric = sec.choice("fabric", FABRICS, default=None)
+    layers = ["InfiniBand", "Ethernet", "none"]
+    if fabric == "efa":
+        if sec.has("link_layer"):  # ibverbs says "Unspecified" for an EFA device: nothing to declare
+            raise sec.error("link_layer", "no link_layer with fabric: efa", sec.raw("link_layer"))
+        return fabric, "none"
+    default = {"infiniband": "InfiniBand", "roce": "Ethernet", "none": "none"}.get(fabric or "")
+    has_rails = bool(sec.raw("rails", {}))
+    layer = sec.choice("link_layer", layers, default=default or ("InfiniBand" if has_rails else "none"))
+    if fabric is not None and _FABRIC_OF_LAYER[layer] != fabric:
+        raise sec.error("link_layer", f"the link layer of fabric {fabric} ({default})", layer)
+    return fabric or _FABRIC_OF_LAYER[layer], layer
+
+
+def _efa(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Efa | None:
+    if fabric != "efa":
+        if sec.has("efa"):
+            raise sec.error("efa", "no efa section unless fabric: efa", sec.raw("efa"))
+        return None
+    e = sec.section("efa", ["devices"])
+    devices = e.integer("devices", "the EFA devices per node (p4d.24xlarge: 4, p5.48xlarge: 32)", minimum=1)
+    named = {n for r in rails for n in r.devices}
+    if len(named) > devices:
+        raise e.error("devices", f"at least the {len(named)} EFA devices the rails name", devices)
+    return Efa(devices)
+
+
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
     """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
     allowed = [
@@ -187,6 +263,8 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
         "gpus",
         "gpu_model",
         "link_layer",
+        "fabric",
+        "efa",
         "numa_expected",
         "gpu_nic_path",
         "rails",
@@ -210,7 +288,8 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 )
             owner[n] = name
         gpus = sec.integer("gpus", "a GPU count >= 1", minimum=1)
-        rails = _rails(sec)
+        fabric, link_layer = _fabric(sec)
+        rails = _rails(sec, fabric)
         for r in rails:
             if r.gpu >= gpus:
                 raise SiteConfigError(
@@ -222,11 +301,9 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 nodes=nodes,
                 gpus=gpus,
                 gpu_model=sec.string("gpu_model", default=None),
-                link_layer=sec.choice(
-                    "link_layer",
-                    ["InfiniBand", "Ethernet", "none"],
-                    default="InfiniBand" if rails else "none",
-                ),
+                link_layer=link_layer,
+                fabric=fabric,
+                efa=_efa(sec, fabric, rails),
                 numa_expected=sec.flag("numa_expected", default=True),
                 gpu_nic_path=_gpu_nic_path(sec),
                 rails=rails,

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from clusteraccept.parsers import cli as parse_cli
 from clusteraccept.parsers import nccl_debug
+from clusteraccept.parsers.nccl_debug import parse
 from clusteraccept.parsers._nccl_debug_lines import NcclNetDevice
 from clusteraccept.parsers.nccl_debug import NcclSocketIf
 
@@ -277,3 +278,43 @@ def test_garbage_graph_lines_are_refused_at_their_line(line: str, expected: str)
     with pytest.raises(nccl_debug.ParseError) as exc:
         nccl_debug.parse(f"h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda12.9\nh:1:1 [0] NCCL INFO {line}\n")
     assert exc.value.line_no == 2 and expected in exc.value.expected
+
+
+def test_aws_ofi_nccl_1_4_on_p4d_selected_efa_network_aws_libfabric() -> None:
+    d = parse((DATA / "p4d-ofi1.4.0aws-selected-provider-efa-no-nic-count-nvidia-nccl527.txt").read_text())
+    assert d.networks == ("AWS Libfabric",) and d.ofi_providers == ("efa",)
+    assert d.ofi_versions == ("1.4.0aws",) and d.ofi_nics is None  # 1.4 prints no nic count
+    assert not d.ofi_no_provider and not d.ofi_init_failed
+    assert set(d.hosts) == {"ip-10-216-178-255", "ip-10-216-179-87"}
+
+
+def test_aws_ofi_nccl_without_efa_falls_back_to_sockets() -> None:
+    d = parse((DATA / "eks-g6e-ofi1.16.2-no-eligible-providers-fallback-net-socket.txt").read_text())
+    assert d.net_plugins == ("Libfabric",)
+    assert d.ofi_versions == ("1.16.2",) and d.ofi_providers == ()
+    assert d.ofi_no_provider and d.ofi_init_failed
+    assert d.networks == ("Socket",) and d.transports() == frozenset({"NET/Socket"})
+    assert d.ib_no_device and d.nccl_version == "2.27.3"
+
+
+def test_ofi_selected_provider_with_nic_count_and_a_plugin_name_with_a_space() -> None:
+    pre = "ip-10-1-2-3:100:200 [0] NCCL INFO"
+    text = "\n".join(
+        [
+            f"{pre} NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)",
+            f"{pre} NET/OFI Selected Provider is efa (found 4 nics)",
+            f"{pre} Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/3/GDRDMA",
+        ]
+    )
+    d = parse(text)
+    assert d.ofi_providers == ("efa",) and d.ofi_nics == 4
+    (c,) = d.connections
+    assert (c.transport, c.net, c.net_dev, c.gdrdma) == ("NET/AWS Libfabric", "AWS Libfabric", 3, True)
+    assert_parse_error_at(parse, f"{pre} NET/OFI Selected Provider is\n", 1)
+
+
+def test_tcpx_and_fastrak_networks() -> None:
+    d = parse((DATA / "a3mega-tcpxo-using-network-fastrak-16-ranks.txt").read_text())
+    assert d.networks == ("FasTrak",) and set(d.hosts) == {"tcpxo-wb-0", "tcpxo-wb-1"}
+    d = parse((DATA / "a3high-tcpx-v3.1.12-plugin-init-banner-rank-prefix-only.txt").read_text())
+    assert d.networks == ("GPUDirectTCPX_v7",) and d.hosts == ()
