@@ -34,6 +34,8 @@ aws-ofi-nccl plugin's own lines (aws/aws-ofi-nccl src/nccl_ofi_net.c, nccl_ofi_a
     NET/Plugin: Loaded net plugin Libfabric (v10)          (the plugin's name: "AWS Libfabric" in 1.4)
     NET/OFI Initializing aws-ofi-nccl 1.16.2               ("Using aws-ofi-nccl 1.4.0aws" in 1.4)
     NET/OFI Selected Provider is efa (found 4 nics)         (1.4: without the nic count)
+    NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)   (1.14+)
+    NET/OFI NIC group 0 device #1 0000:55:00.0              (the PCI devices behind NCCL's net device 0)
     NET/OFI No eligible providers were found               (then WARN "aws-ofi-nccl initialization failed")
     Channel 00/0 : 0[0] -> 8[0] [send] via NET/AWS Libfabric/0/GDRDMA   (a plugin name may hold a space)
 """
@@ -130,6 +132,8 @@ class NcclDebug:
     ofi_versions: tuple[str, ...] = ()  # aws-ofi-nccl's version(s): "1.16.2", "1.4.0aws"
     ofi_providers: tuple[str, ...] = ()  # "Selected Provider is efa": the libfabric provider(s) it chose
     ofi_nics: int | None = None  # the most "(found N nics)" of any rank
+    # "NIC group G device #D 0000:55:00.0": (host, group, PCI address); group G is NCCL's net device G
+    ofi_nic_groups: tuple[tuple[str | None, int, str], ...] = ()
     ofi_no_provider: bool = False  # "No eligible providers were found"
     ofi_init_failed: bool = False  # WARN "NET/OFI ... initialization failed": the plugin is not used
 
@@ -205,7 +209,12 @@ _VDEV = re.compile(
 )
 _PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*")
 _OFI_VERSION = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl (?P<v>\S+)\s*")
-_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?: \(found (?P<n>\d+) nics?\))?.*")
+_OFI_PROVIDER = re.compile(
+    r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?:, fabric is (?P<f>\S+))?(?: \(found (?P<n>\d+) nics?\))?\s*"
+)
+_OFI_NIC = re.compile(
+    r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
+)
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
@@ -233,6 +242,7 @@ _TUPLES = (
     "net_plugins",
     "ofi_versions",
     "ofi_providers",
+    "ofi_nic_groups",
 )
 
 
@@ -246,7 +256,7 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         if host is not None:
             _add(acc["host_versions"], (host, m["v"] + m["suffix"]))
     elif msg.startswith("NET/OFI ") or msg.startswith("NET/Plugin"):
-        _plugin(acc, msg, line_no)
+        _plugin(acc, msg, host, line_no)
     elif msg.startswith("cudaDriverVersion "):
         value = msg.split(" ", 1)[1].strip()
         if not value.isdecimal():
@@ -315,7 +325,7 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
         _add(acc["bootstrap_interfaces"], m["if"])
 
 
-def _plugin(acc: dict[str, Any], msg: str, line_no: int) -> None:
+def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
     """A net plugin's loading line, or one of aws-ofi-nccl's own."""
     if m := _PLUGIN.fullmatch(msg):
         _add(acc["net_plugins"], m["name"])
@@ -327,6 +337,10 @@ def _plugin(acc: dict[str, Any], msg: str, line_no: int) -> None:
         _add(acc["ofi_providers"], m["p"])
         if m["n"] is not None:
             acc["ofi_nics"] = max(acc["ofi_nics"] or 0, to_int(m["n"], line_no))
+    elif m := _OFI_NIC.fullmatch(msg):
+        _add(acc["ofi_nic_groups"], (host, to_int(m["g"], line_no), m["bdf"].lower()))
+    elif msg.startswith("NET/OFI NIC group"):
+        raise ParseError(line_no, "'NET/OFI NIC group G device #D 0000:55:00.0'", msg)
     elif msg.startswith("NET/OFI No eligible providers"):
         acc["ofi_no_provider"] = True
 

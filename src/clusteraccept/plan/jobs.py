@@ -18,6 +18,7 @@ from clusteraccept.families import NODE_FAMILIES
 from clusteraccept.plan.commands import nodelist, step_shape, tool_of
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import Rail
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,12 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
     off_nvlink = off_mnnvl(site, (a, b))
-    shape, node_pos, env_pos = step_shape(site, collective, 2 + len(off_nvlink), 2, 1)
+    pinned = 2 if site.node_type(a).fabric in IB_VERBS else 1  # CUDA_VISIBLE_DEVICES (+ NCCL_IB_HCA)
+    shape, node_pos, env_pos = step_shape(site, collective, pinned + len(off_nvlink), 2, 1)
     # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
-    # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port').
+    # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port'). NCCL_IB_HCA is NET/IB's
+    # own: an EFA rail is GPU k alone, and aws-ofi-nccl gives it the EFA devices nearest it (the NCCL
+    # log's channel lines say which: checks/launch.py)
     return [
         Step(
             "pair",
@@ -198,7 +202,7 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
             f"{a}-{b}:rail{rail.index}",
             (
                 ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
-                ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),
+                *rail_pin(site, a, rail),
                 *off_nvlink.items(),
             ),
             shape,
@@ -314,10 +318,20 @@ def rail_hcas(site: Site, nodes: tuple[str, ...]) -> dict[str, str]:
     """NCCL_IB_HCA naming exactly the rail HCAs of the nodes (NCCL env docs, NCCL_IB_HCA: a leading '='
     matches the names exactly, ':port' the port): a step over every GPU may use every rail, never a
     storage or management port. None where the node type has no rails."""
-    rails = site.node_type(nodes[0]).rails
-    if not rails:
+    nt = site.node_type(nodes[0])
+    if not nt.rails or nt.fabric not in IB_VERBS:
         return {}
-    return {"NCCL_IB_HCA": "=" + ",".join(f"{r.hca}:{r.port}" for r in rails)}
+    return {"NCCL_IB_HCA": "=" + ",".join(f"{r.hca}:{r.port}" for r in nt.rails)}
+
+
+IB_VERBS = ("infiniband", "roce")  # the fabrics NCCL's own NET/IB drives, which NCCL_IB_HCA selects
+
+
+def rail_pin(site: Site, node: str, rail: Rail) -> tuple[tuple[str, str], ...]:
+    """What pins a rail step to its rail's NIC: NCCL_IB_HCA on InfiniBand and RoCE, nothing elsewhere."""
+    if site.node_type(node).fabric not in IB_VERBS:
+        return ()
+    return (("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),)
 
 
 def plan_cross(site: Site, blocks: dict[str, tuple[str, ...]]) -> CampaignJob | None:

@@ -298,6 +298,8 @@ def test_aws_ofi_nccl_without_efa_falls_back_to_sockets() -> None:
 
 
 def test_ofi_selected_provider_with_nic_count_and_a_plugin_name_with_a_space() -> None:
+    # the forms of aws-ofi-nccl 1.14+ ("Selected provider is %s, fabric is %s (found %d nics)",
+    # src/nccl_ofi_net.cpp) and 1.6-1.13, and NCCL's channel line with 1.12's plugin name (src/transport/net.cc)
     pre = "ip-10-1-2-3:100:200 [0] NCCL INFO"
     text = "\n".join(
         [
@@ -318,3 +320,11 @@ def test_tcpx_and_fastrak_networks() -> None:
     assert d.networks == ("FasTrak",) and set(d.hosts) == {"tcpxo-wb-0", "tcpxo-wb-1"}
     d = parse((DATA / "a3high-tcpx-v3.1.12-plugin-init-banner-rank-prefix-only.txt").read_text())
     assert d.networks == ("GPUDirectTCPX_v7",) and d.hosts == ()
+
+
+def test_p5en_sixteen_nics_and_the_pci_devices_of_a_nic_group() -> None:
+    d = parse((DATA / "excerpt-p5en-ofi-found-16-nics-nic-groups-nccl1597.txt").read_text())
+    assert d.ofi_providers == ("efa",) and d.ofi_nics == 16 and d.networks == ("Libfabric",)
+    assert d.ofi_nic_groups == (("8h200-3", 0, "0000:56:00.0"), ("8h200-3", 0, "0000:55:00.0"))
+    bad = "8h200-3:6310:6318 [0] NCCL INFO NET/OFI NIC group 0 device #1 somewhere\n"
+    assert_parse_error_at(parse, bad, 1)
