@@ -27,6 +27,8 @@ FAMILIES = (
     Family("nvlink", probed=True, judged=True, junit_suites=("nvlink",), about="NVLink/NVSwitch checks"),
     Family("gpudirect", probed=True, judged=True, junit_suites=("gpudirect",), about="GPUDirect RDMA checks"),
     Family("roce", probed=True, judged=True, junit_suites=("roce",), about="RoCE lossless configuration"),
+    # AWS EFA (fabric: efa): the devices libfabric offers, their ports, the job's locked-memory limit
+    Family("efa", probed=True, judged=True, junit_suites=("efa",), about="AWS EFA devices and limits"),
     # SHARP: sharp_hello on the nodes, and the SHARP on/off all_reduce rounds of the campaigns.
     Family("sharp", probed=True, judged=True, junit_suites=("sharp",), about="SHARP checks"),
     # Measured by the campaigns' srun steps (plan/), not by the probe job.

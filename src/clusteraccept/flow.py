@@ -172,6 +172,8 @@ def judge_all(
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
         if family == "nccl":  # a node whose NVSwitch fabric is not up runs no CUDA: its steps are not judged
             evidence += [(ev, p) for ev, p in archived.get("nvlink", []) if ev.source == "nvidia-smi-q"]
+            # nor are those of a node short of an EFA device (checks/efa.incomplete)
+            evidence += [(ev, p) for ev, p in archived.get("efa", []) if ev.source == "fi_info"]
         if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
@@ -391,6 +393,8 @@ def probe_options(site: Site) -> dict[str, object]:
         "perftest_bin": site.tools.perftest_bin,
         "sharp_hello": list(site.sharp.hello) if site.sharp.enabled else [],
         "roce": site.roce is not None,
+        # the nodes whose type is fabric: efa (probes/efa.py collects nothing elsewhere)
+        "efa_nodes": {n: True for n in site.nodes if site.node_type(n).fabric == "efa"},
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {
             # nvidia-fabricmanager runs on an HGX node; an NVL72 rack's fabric manager on its NVLink

@@ -29,9 +29,10 @@ from dataclasses import dataclass, replace
 
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.launch_record import LaunchRecord
-from clusteraccept.parsers.nccl_debug import NcclDebug
+from clusteraccept.parsers.nccl_debug import NcclConnection, NcclDebug
 from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 from clusteraccept.plan.commands import env_words
+from clusteraccept.probes.efa import PROVIDER
 from clusteraccept.site.model import Site
 
 FAMILY = "nccl"
@@ -166,7 +167,9 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
             continue
         bad = []
         if any(c.transport == "NET/Socket" for c in mine):
-            bad.append("NET/Socket: NCCL fell back to TCP sockets")
+            bad.append("NET/Socket: NCCL fell back to TCP sockets" + _socket_cause(site, node, debug))
+        elif site.node_type(node).fabric == "efa":
+            bad += _off_ofi(node, mine, debug)
         if expect.intra_node == "p2p" and any(c.family == "SHM" for c in mine):
             bad.append("GPU to GPU over SHM (host memory) inside the node, not P2P (NVLink/PCIe)")
         # NVLS reduces over the NVLink switch: only a step with several GPUs per node can engage it;
@@ -184,6 +187,41 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
         kinds = ", ".join(sorted({c.transport for c in mine}))
         out.append(Finding("nccl.transport", node, not bad, "; ".join(bad) or f"over {kinds}", step))
     return out
+
+
+# The names aws-ofi-nccl's NCCL net plugin gives itself: "Libfabric" from 1.13.0-aws, "AWS Libfabric"
+# before (aws/aws-ofi-nccl commit 7c014f0d, src/nccl_ofi_interface_nvidia.cpp)
+OFI_NETS = ("Libfabric", "AWS Libfabric")
+
+
+def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
+    """Why an EFA node's NCCL took sockets, as its own log lines say."""
+    if site.node_type(node).fabric != "efa":
+        return ""
+    if node in debug.ofi_no_provider:
+        versions = debug.of_host("ofi_versions", node)
+        which = f" {versions[0]}" if versions else ""
+        return (
+            f": aws-ofi-nccl{which} found no EFA provider (NET/OFI 'No eligible providers were found'; the "
+            "job's libfabric, e.g. a container's, may lack the efa provider)"
+        )
+    missing = [lib for h, lib in debug.net_plugin_missing if h == node]
+    if missing or not debug.of_host("net_plugins", node):
+        found = f" (NET/Plugin: could not find {missing[0]})" if missing else ""
+        return (
+            f": no net plugin loaded{found}: aws-ofi-nccl's libnccl-net.so is not on the job's library path"
+        )
+    return ""
+
+
+def _off_ofi(node: str, mine: Sequence[NcclConnection], debug: NcclDebug) -> list[str]:
+    """An EFA node's network channels go through aws-ofi-nccl with the efa provider, or say what instead."""
+    nets = sorted({c.net for c in mine if c.family == "NET" and c.net})
+    bad = [f"NET/{n}, not aws-ofi-nccl (NET/{OFI_NETS[0]})" for n in nets if n not in OFI_NETS]
+    providers = debug.of_host("ofi_providers", node)
+    if nets and not bad and providers and PROVIDER not in providers:
+        bad.append(f"aws-ofi-nccl selected libfabric provider {', '.join(providers)}, not {PROVIDER}")
+    return bad
 
 
 def _config(

@@ -22,6 +22,7 @@ import pandas as pd
 
 from clusteraccept.checks import counters
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
+from clusteraccept.checks.efa import incomplete
 from clusteraccept.checks.launch import (
     Finding,
     crowded_steps,
@@ -591,6 +592,7 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
+    down |= incomplete(site, [a for a in evidence if a[0].source == "fi_info"])
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
     verdicts = judge_rows(site, verdicts, rows)

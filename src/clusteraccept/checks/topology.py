@@ -29,12 +29,12 @@ from clusteraccept.checks.hostfacts import (
     judge_nodes,
     parsed,
 )
-from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
 from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
 from clusteraccept.site.model import Site
-from clusteraccept.site.nodes import Rail
+from clusteraccept.site.nodes import NodeType, Rail
 
 FAMILY = "topology"
 _GTS = re.compile(r"([0-9]+(?:\.[0-9]+)?) GT/s")
@@ -220,17 +220,21 @@ def _affinity_verdict(
         return error(check, FAMILY, subject, f"{node} gpu{k}: {topo_err}", ev)
     msgs: list[str] = []
     ok_all = True
-    for r in rails:
-        n = Pci(ne, f"{IB_CLASS_DIR}/{r.hca}/device")
+    absent = [nic for r in rails for nic in r.devices if Pci(ne, f"{IB_CLASS_DIR}/{nic}/device").path is None]
+    if absent and site.node_type(node).fabric == "efa":  # the device count is efa.devices' finding
+        why = f"not judged: efa.devices on {node}: EFA device {', '.join(absent)} absent"
+        return skip(check, FAMILY, subject, why, ev)
+    for nic in (nic for r in rails for nic in r.devices):
+        n = Pci(ne, f"{IB_CLASS_DIR}/{nic}/device")
         ev += n.evidence("numa_node")
         if n.path is None:
             ok_all = False
             msgs.append(
-                f"rail NIC {r.hca} is not present (RDMA devices: "
+                f"rail NIC {nic} is not present (RDMA devices: "
                 f"{', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
             )
             continue
-        ok, msg = _affinity(site, node, ne, k, addr, r.hca, topo, cpus)
+        ok, msg = _affinity(site, node, ne, k, addr, nic, topo, cpus)
         ok_all &= ok
         msgs.append(msg)
     return expect(check, FAMILY, subject, ok_all, f"{node} gpu{k}: " + "; ".join(msgs), evidence=ev)
@@ -287,18 +291,39 @@ def _rail_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
                 skip(c, FAMILY, subject, why, ev) for c in ("topology.nic_port", "topology.nic_pcie_link")
             ]
             continue
-        dev = Pci(ne, f"{IB_CLASS_DIR}/{r.hca}/device")
-        who = f"{node} rail{r.index} {r.hca}"
-        if dev.path is None:
-            msg = f"{who}: not present (RDMA devices: {', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
-            out += [
-                expect(c, FAMILY, subject, False, msg, evidence=dev.evidence())
-                for c in ("topology.nic_port", "topology.nic_pcie_link")
-            ]
-            continue
-        out.append(link_verdict("topology.nic_pcie_link", subject, who, dev, gpu=False))
-        out.append(_port_verdict(nt.link_layer, r, subject, who, stat, stat_err, stat_item, stat_ev))
+        out += _rail_nics(nt, node, ne, r, subject, (stat, stat_err, stat_item, stat_ev))
     return out
+
+
+def _rail_nics(
+    nt: NodeType, node: str, ne: NodeEvidence, r: Rail, subject: str, ibstat_of: tuple[Any, ...]
+) -> list[Verdict]:
+    """nic_pcie_link and nic_port of one rail: every device of it (EFA: several) judged, the worst said."""
+    links, absent = [], []
+    for nic in r.devices:
+        dev = Pci(ne, f"{IB_CLASS_DIR}/{nic}/device")
+        if dev.path is None:
+            absent.append((nic, dev))
+        else:
+            links.append(
+                link_verdict("topology.nic_pcie_link", subject, f"{node} rail{r.index} {nic}", dev, gpu=False)
+            )
+    who = f"{node} rail{r.index} {', '.join(n for n, _ in absent)}"
+    listed = ", ".join(ne.listing(IB_CLASS_DIR) or []) or "none"
+    checks = ("topology.nic_port", "topology.nic_pcie_link")
+    if absent and nt.fabric == "efa":  # the device count is efa.devices' finding
+        why = f"not judged: efa.devices on {node}: EFA device {', '.join(n for n, _ in absent)} absent"
+        return [skip(c, FAMILY, subject, why, absent[0][1].evidence()) for c in checks]
+    if absent:
+        msg = f"{who}: not present (RDMA devices: {listed})"
+        return [expect(c, FAMILY, subject, False, msg, evidence=absent[0][1].evidence()) for c in checks]
+    link = next((v for v in links if v.outcome is not Outcome.PASS), links[0])
+    if (
+        nt.fabric == "efa"
+    ):  # ibverbs' EFA ports are not InfiniBand ports: ibstat has none (efa.devices: state)
+        why = f"{node} rail{r.index}: EFA devices, their port state is judged by efa.devices"
+        return [link, skip("topology.nic_port", FAMILY, subject, why)]
+    return [link, _port_verdict(nt.link_layer, r, subject, f"{node} rail{r.index} {r.hca}", *ibstat_of)]
 
 
 def _port_verdict(

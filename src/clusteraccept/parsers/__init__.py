@@ -46,6 +46,7 @@ TOOLS: dict[str, str] = {
     "nvidia-imex-ctl": "nvidia_imex_ctl",
     # issue 22: fabrics beyond IB/RoCE (libfabric providers: EFA, Slingshot cxi)
     "fi_info": "fi_info",
+    "proc-limits": "proc_limits",
 }
 
 

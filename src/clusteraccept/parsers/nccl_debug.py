@@ -31,7 +31,8 @@ The link layer comes only from the /IB or /RoCE tag of a NET device entry, never
 A net plugin (NCCL src/plugin/net.cc; the lines of 2.18-2.27 in tests/data/nccl-debug/SOURCES.md) and the
 aws-ofi-nccl plugin's own lines (aws/aws-ofi-nccl src/nccl_ofi_net.c, nccl_ofi_api.c)::
 
-    NET/Plugin: Loaded net plugin Libfabric (v10)          (the plugin's name: "AWS Libfabric" in 1.4)
+    NET/Plugin: Loaded net plugin Libfabric (v10)          (the plugin's name: "AWS Libfabric" before 1.13)
+    NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.   (2.25: "network plugin")
     NET/OFI Initializing aws-ofi-nccl 1.16.2               ("Using aws-ofi-nccl 1.4.0aws" in 1.4)
     NET/OFI Selected Provider is efa (found 4 nics)         (1.4: without the nic count)
     NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)   (1.14+)
@@ -128,14 +129,17 @@ class NcclDebug:
     tree_channels: int  # max channels of a "Trees [0] a/b/c->me->up ..." line
     coll_channels: int | None  # max "N coll channels"
     warnings: tuple[str, ...]  # NCCL WARN messages
-    net_plugins: tuple[str, ...] = ()  # "Loaded net plugin Libfabric (v10)": "Libfabric", first seen first
-    ofi_versions: tuple[str, ...] = ()  # aws-ofi-nccl's version(s): "1.16.2", "1.4.0aws"
-    ofi_providers: tuple[str, ...] = ()  # "Selected Provider is efa": the libfabric provider(s) it chose
+    # per host (None: lines without a host prefix), distinct, first seen first:
+    net_plugins: tuple[tuple[str | None, str], ...] = ()  # "Loaded net plugin Libfabric (v10)": Libfabric
+    ofi_versions: tuple[tuple[str | None, str], ...] = ()  # aws-ofi-nccl's: "1.16.2", "1.4.0aws"
+    ofi_providers: tuple[tuple[str | None, str], ...] = ()  # "Selected Provider is efa": its provider
     ofi_nics: int | None = None  # the most "(found N nics)" of any rank
     # "NIC group G device #D 0000:55:00.0": (host, group, PCI address); group G is NCCL's net device G
     ofi_nic_groups: tuple[tuple[str | None, int, str], ...] = ()
-    ofi_no_provider: bool = False  # "No eligible providers were found"
-    ofi_init_failed: bool = False  # WARN "NET/OFI ... initialization failed": the plugin is not used
+    ofi_no_provider: tuple[str | None, ...] = ()  # hosts that logged "No eligible providers were found"
+    # "NET/Plugin: Could not find: libnccl-net.so[. Using internal net plugin.]": (host, library)
+    net_plugin_missing: tuple[tuple[str | None, str], ...] = ()
+    ofi_init_failed: tuple[str | None, ...] = ()  # hosts whose WARN says "NET/OFI ... initialization failed"
 
     def network(self) -> str | None:
         """The network chosen when every communicator agrees, else None."""
@@ -181,6 +185,11 @@ class NcclDebug:
         dev = next((d for d in self.net_devices if d.host == host and d.index == index), None)
         return None if dev is None else (dev.device,)
 
+    def of_host(self, field: str, host: str | None) -> tuple[str, ...]:
+        """The values of a per-host field (``net_plugins``, ``ofi_versions``, ``ofi_providers``) on
+        ``host``."""
+        return tuple(v for h, v in getattr(self, field) if h == host)
+
     def link_layers(self) -> frozenset[str]:
         """Link layers ("IB", "RoCE") of the NET devices NCCL listed."""
         return frozenset(d.link_layer for d in self.net_devices)
@@ -208,12 +217,15 @@ _VDEV = re.compile(
     r" speed=\d+ ndevs=(?P<n>\d+)\s*"
 )
 _PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*")
+_PLUGIN_MISSING = re.compile(r"NET/Plugin ?: Could not find:? (?P<lib>[^\s]+?)\.?(?: Using internal .*)?\s*")
 _OFI_VERSION = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl (?P<v>\S+)\s*")
 _OFI_PROVIDER = re.compile(
-    r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?:, fabric is (?P<f>\S+))?(?: \(found (?P<n>\d+) nics?\))?\s*"
+    r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?:, fabric is (?P<f>\S+))?"
+    r"(?: \(found (?P<n>\d+) nics?\))?\s*"
 )
 _OFI_NIC = re.compile(
-    r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+) (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
+    r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+)"
+    r" (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
 )
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
@@ -243,6 +255,9 @@ _TUPLES = (
     "ofi_versions",
     "ofi_providers",
     "ofi_nic_groups",
+    "ofi_no_provider",
+    "ofi_init_failed",
+    "net_plugin_missing",
 )
 
 
@@ -328,13 +343,15 @@ def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> N
 def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
     """A net plugin's loading line, or one of aws-ofi-nccl's own."""
     if m := _PLUGIN.fullmatch(msg):
-        _add(acc["net_plugins"], m["name"])
+        _add(acc["net_plugins"], (host, m["name"]))
+    elif m := _PLUGIN_MISSING.fullmatch(msg):
+        _add(acc["net_plugin_missing"], (host, m["lib"]))
     elif m := _OFI_VERSION.fullmatch(msg):
-        _add(acc["ofi_versions"], m["v"])
+        _add(acc["ofi_versions"], (host, m["v"]))
     elif msg.startswith("NET/OFI Selected"):
         if (m := _OFI_PROVIDER.fullmatch(msg)) is None:
             raise ParseError(line_no, "'NET/OFI Selected Provider is NAME [(found N nics)]'", msg)
-        _add(acc["ofi_providers"], m["p"])
+        _add(acc["ofi_providers"], (host, m["p"]))
         if m["n"] is not None:
             acc["ofi_nics"] = max(acc["ofi_nics"] or 0, to_int(m["n"], line_no))
     elif m := _OFI_NIC.fullmatch(msg):
@@ -342,7 +359,7 @@ def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> No
     elif msg.startswith("NET/OFI NIC group"):
         raise ParseError(line_no, "'NET/OFI NIC group G device #D 0000:55:00.0'", msg)
     elif msg.startswith("NET/OFI No eligible providers"):
-        acc["ofi_no_provider"] = True
+        _add(acc["ofi_no_provider"], host)
 
 
 def parse(text: str) -> NcclDebug:
@@ -363,8 +380,6 @@ def parse(text: str) -> NcclDebug:
         tree_channels=0,
         coll_channels=None,
         ofi_nics=None,
-        ofi_no_provider=False,
-        ofi_init_failed=False,
     )
     nccl_lines = 0
     for line_no, line in enumerate(text.splitlines(), start=1):
@@ -385,7 +400,7 @@ def parse(text: str) -> NcclDebug:
             if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):
                 acc["collnet_init_failed"] = True
             if msg.startswith("NET/OFI") and "failed" in msg:  # "aws-ofi-nccl initialization failed"
-                acc["ofi_init_failed"] = True
+                _add(acc["ofi_init_failed"], host)
         elif level == "INFO":
             _message(acc, msg, host, line_no)
     if nccl_lines == 0:

@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 
 from clusteraccept.parsers import cli as parse_cli
 from clusteraccept.parsers import nccl_debug
-from clusteraccept.parsers.nccl_debug import parse
 from clusteraccept.parsers._nccl_debug_lines import NcclNetDevice
-from clusteraccept.parsers.nccl_debug import NcclSocketIf
+from clusteraccept.parsers.nccl_debug import NcclSocketIf, parse
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl-debug"
 H200 = (DATA / "allreduce-1node-2xh200-p2p-socket-noib.txt").read_text()
@@ -282,24 +281,24 @@ def test_garbage_graph_lines_are_refused_at_their_line(line: str, expected: str)
 
 def test_aws_ofi_nccl_1_4_on_p4d_selected_efa_network_aws_libfabric() -> None:
     d = parse((DATA / "p4d-ofi1.4.0aws-selected-provider-efa-no-nic-count-nvidia-nccl527.txt").read_text())
-    assert d.networks == ("AWS Libfabric",) and d.ofi_providers == ("efa",)
-    assert d.ofi_versions == ("1.4.0aws",) and d.ofi_nics is None  # 1.4 prints no nic count
+    assert d.networks == ("AWS Libfabric",) and d.of_host("ofi_providers", "ip-10-216-179-87") == ("efa",)
+    assert d.ofi_versions == (("ip-10-216-179-87", "1.4.0aws"),) and d.ofi_nics is None  # 1.4: no count
     assert not d.ofi_no_provider and not d.ofi_init_failed
     assert set(d.hosts) == {"ip-10-216-178-255", "ip-10-216-179-87"}
 
 
 def test_aws_ofi_nccl_without_efa_falls_back_to_sockets() -> None:
     d = parse((DATA / "eks-g6e-ofi1.16.2-no-eligible-providers-fallback-net-socket.txt").read_text())
-    assert d.net_plugins == ("Libfabric",)
-    assert d.ofi_versions == ("1.16.2",) and d.ofi_providers == ()
-    assert d.ofi_no_provider and d.ofi_init_failed
+    host = "llama-3-8b-node-0-0"
+    assert d.net_plugins == ((host, "Libfabric"),) and d.of_host("ofi_versions", host) == ("1.16.2",)
+    assert d.ofi_providers == () and d.ofi_no_provider == (host,) and d.ofi_init_failed == (host,)
     assert d.networks == ("Socket",) and d.transports() == frozenset({"NET/Socket"})
     assert d.ib_no_device and d.nccl_version == "2.27.3"
 
 
 def test_ofi_selected_provider_with_nic_count_and_a_plugin_name_with_a_space() -> None:
     # the forms of aws-ofi-nccl 1.14+ ("Selected provider is %s, fabric is %s (found %d nics)",
-    # src/nccl_ofi_net.cpp) and 1.6-1.13, and NCCL's channel line with 1.12's plugin name (src/transport/net.cc)
+    # src/nccl_ofi_net.cpp) and 1.6-1.13; NCCL's channel line with 1.12's name (src/transport/net.cc)
     pre = "ip-10-1-2-3:100:200 [0] NCCL INFO"
     text = "\n".join(
         [
@@ -309,7 +308,7 @@ def test_ofi_selected_provider_with_nic_count_and_a_plugin_name_with_a_space() -
         ]
     )
     d = parse(text)
-    assert d.ofi_providers == ("efa",) and d.ofi_nics == 4
+    assert d.ofi_providers == (("ip-10-1-2-3", "efa"),) and d.ofi_nics == 4
     (c,) = d.connections
     assert (c.transport, c.net, c.net_dev, c.gdrdma) == ("NET/AWS Libfabric", "AWS Libfabric", 3, True)
     assert_parse_error_at(parse, f"{pre} NET/OFI Selected Provider is\n", 1)
@@ -324,7 +323,15 @@ def test_tcpx_and_fastrak_networks() -> None:
 
 def test_p5en_sixteen_nics_and_the_pci_devices_of_a_nic_group() -> None:
     d = parse((DATA / "excerpt-p5en-ofi-found-16-nics-nic-groups-nccl1597.txt").read_text())
-    assert d.ofi_providers == ("efa",) and d.ofi_nics == 16 and d.networks == ("Libfabric",)
+    assert d.ofi_providers == (("8h200-3", "efa"),) and d.ofi_nics == 16 and d.networks == ("Libfabric",)
     assert d.ofi_nic_groups == (("8h200-3", 0, "0000:56:00.0"), ("8h200-3", 0, "0000:55:00.0"))
     bad = "8h200-3:6310:6318 [0] NCCL INFO NET/OFI NIC group 0 device #1 somewhere\n"
     assert_parse_error_at(parse, bad, 1)
+
+
+def test_net_plugin_not_found_in_its_three_forms() -> None:
+    # NCCL 2.25 / 2.26 / later, as real logs print them (the search index: NVIDIA/nccl issues and repos)
+    pre = "node:12225:12255 [0] NCCL INFO"
+    for tail in (". Using internal network plugin.", ". Using internal net plugin.", ""):
+        d = parse(f"{pre} NET/Plugin: Could not find: libnccl-net.so{tail}\n{pre} Using network Socket\n")
+        assert d.net_plugin_missing == (("node", "libnccl-net.so"),) and d.networks == ("Socket",)
