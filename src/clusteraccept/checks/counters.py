@@ -28,7 +28,7 @@ from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.parsers import counters as pc
-from clusteraccept.probes.counters import IB_DATA, IB_ERRORS, IB_WIDTH_BITS
+from clusteraccept.probes.counters import EFA_DATA, EFA_ERRORS, IB_DATA, IB_ERRORS, IB_WIDTH_BITS
 from clusteraccept.site.fabric import Roce
 
 Archived = tuple[Evidence, str]
@@ -137,6 +137,45 @@ def _unusable(
     return None
 
 
+def _efa_errors(where: str, rail: int, subject: str, used: list[Interval], problems: list[str]) -> Verdict:
+    """``nccl.link_errors`` on an EFA rail: none of its devices' drop and retransmit-timeout counters rose
+    while traffic ran (probes/counters.EFA_ERRORS)."""
+    check = "nccl.link_errors"
+    if not any(n in c for i in used for c in i.rails[rail].efa.values() for n in EFA_ERRORS):
+        return error(
+            check, "nccl", subject, f"{where}: no EFA error counter readable in the snapshots", _paths(used)
+        )
+    back = sorted({n for i in used for n in i.rails[rail].went_backwards if n in EFA_ERRORS})
+    if back:
+        why = (
+            f"{where}: counters went backwards between snapshots ({', '.join(back)}): reset or driver reload"
+        )
+        return error(check, "nccl", subject, why, _paths(used))
+    rose = [
+        f"{dev} {n} +{c[n]}" + (f" during {i.steps_on(rail)}" if i.steps_on(rail) else "")
+        for i in used
+        for dev, c in i.rails[rail].efa.items()
+        for n in EFA_ERRORS
+        if c.get(n)
+    ]
+    if rose:
+        total = sum(c.get(n, 0) for i in used for c in i.rails[rail].efa.values() for n in EFA_ERRORS)
+        more = f"; and {len(rose) - 3} more" if len(rose) > 3 else ""
+        msg = (
+            f"{where}: EFA error counters rose while traffic ran: {'; '.join(rose[:3])}{more}; whatever the "
+            "bandwidth, a device dropping or timing out is a finding"
+        )
+        return expect(check, "nccl", subject, False, msg, value=total, evidence=_paths(used))
+    moved_B = sum(c.get(n, 0) for i in used for c in i.rails[rail].efa.values() for n in EFA_DATA)
+    if moved_B == 0:
+        why = f"{where}: no traffic crossed these EFA devices while the campaign ran (tx/rx_bytes unchanged)"
+        return skip(check, "nccl", subject, why, _paths(used))
+    note = f"; but {'; '.join(problems[:2])}" if problems else ""
+    moved = f"{moved_B / 1e9:.1f} GB moved"
+    msg = f"{where}: no EFA error counter rose over {len(used)} traffic intervals ({moved}){note}"
+    return expect(check, "nccl", subject, True, msg, value=0, evidence=_paths(used))
+
+
 def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], problems: list[str]) -> Verdict:
     """``nccl.link_errors``: no IB error counter of the rail's port rose while the campaign ran."""
     check = "nccl.link_errors"
@@ -144,6 +183,8 @@ def link_errors(where: str, rail: int, subject: str, ivs: list[Interval], proble
     bad = _unusable(check, "nccl", subject, used, problems)
     if bad is not None:
         return bad
+    if any(i.rails[rail].efa for i in used):
+        return _efa_errors(where, rail, subject, used, problems)
     missing = [n for n in IB_ERRORS if all(n not in i.rails[rail].ib for i in used)]
     if len(missing) == len(IB_ERRORS):
         if used[-1].rails[rail].link_layer == "Ethernet":  # RoCE: the driver may expose no PMA counters

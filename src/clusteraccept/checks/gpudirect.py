@@ -376,6 +376,9 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs) -> Verdict:
     if hit is None:
         return skip(check, FAMILY, node, "needs the pair campaign's NCCL INFO log")
     _, mine, path = hit
+    if all(c.transport == "NET/Socket" for c in mine):  # TCP sockets have no GPUDirect RDMA to use
+        why = f"not judged: nccl.transport on {node}: its NET channels are TCP sockets (via {mine[0].via})"
+        return skip(check, FAMILY, node, why, (path,))
     plain = [c for c in mine if not c.gdrdma]
     return expect(
         check,

@@ -592,23 +592,27 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
-    down |= incomplete(site, [a for a in evidence if a[0].source == "fi_info"])
+    short = incomplete(site, [a for a in evidence if a[0].source == "fi_info"])
+    down |= short
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
     verdicts = judge_rows(site, verdicts, rows)
     verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
     if down:  # the node's own verdicts its fabric left without evidence (no pair rows, no traffic) say why
-        verdicts = [_fabric_cause(v, down) for v in verdicts]
+        verdicts = [_fabric_cause(v, down, short) for v in verdicts]
     return verdicts
 
 
-def _fabric_cause(v: Verdict, down: dict[str, str]) -> Verdict:
+def _fabric_cause(v: Verdict, down: dict[str, str], short: dict[str, str]) -> Verdict:
     """A SKIP for want of evidence on a node whose fabric is down names the fabric; a FAIL stays one (IB
-    port errors rise without CUDA: a bad cable there is still a finding)."""
-    why = down.get(v.subject.split(":")[0])
-    if why is None or v.outcome is not Outcome.SKIP or v.message.startswith("not judged"):
+    port errors rise without CUDA: a bad cable there is still a finding). On a node short of an EFA device
+    (``short``) the counters it could not read are that finding too, not an ERROR of their own."""
+    node = v.subject.split(":")[0]
+    why = down.get(node)
+    lost = node in short and v.check == "nccl.link_errors" and v.outcome is Outcome.ERROR
+    if why is None or not (v.outcome is Outcome.SKIP or lost) or v.message.startswith("not judged"):
         return v
-    return replace(v, message=f"not judged: {why}")
+    return replace(v, outcome=Outcome.SKIP, message=f"not judged: {why}")
 
 
 def judge_rows(site: Site, verdicts: list[Verdict], rows: list[dict[str, Any]]) -> list[Verdict]:

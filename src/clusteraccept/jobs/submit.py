@@ -679,7 +679,19 @@ def _cancel(job: Any) -> None:
 
 def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, object]]]:
     """What node-side probes need to know of each node's rails (plain data: it is pickled to the nodes)."""
-    return {
-        n: [{"gpu": r.gpu, "hca": r.hca, "port": r.port, "netdev": r.netdev} for r in site.node_type(n).rails]
-        for n in nodes
-    }
+    out: dict[str, list[dict[str, object]]] = {}
+    for n in nodes:
+        nt = site.node_type(n)
+        efa = {"fabric": "efa"} if nt.fabric == "efa" else {}
+        out[n] = [
+            {
+                "gpu": r.gpu,
+                "hca": r.hca,
+                "port": r.port,
+                "netdev": r.netdev,
+                **efa,
+                **({"nics": list(r.nics)} if efa else {}),
+            }
+            for r in nt.rails
+        ]
+    return out

@@ -3,7 +3,8 @@
 Sections: ``## rail <gpu> hca <hca> port <port> netdev <netdev|->`` opens a rail; under it
 ``### link_layer`` (one line), ``### ib-counters <dir>`` and ``### hw-counters <dir>`` (``name: value``),
 ``### ethtool-stats rc=<rc>`` (``ethtool -S`` as printed, parsed by :mod:`ethtool_stats`) and
-``### unreadable`` (one reason per line). A last ``## nvlink rc=<rc>`` section holds ``nvidia-smi nvlink -e``
+``### unreadable`` (one reason per line), and on an EFA rail ``### efa-counters <device> <dir>`` per device
+(``name: value``). A last ``## nvlink rc=<rc>`` section holds ``nvidia-smi nvlink -e``
 as printed (parsed by :mod:`nvidia_smi_nvlink`), or its error output where rc is not 0.
 """
 
@@ -19,7 +20,7 @@ _RAIL_RE = re.compile(r"## rail (?P<gpu>\d+) hca (?P<hca>\S+) port (?P<port>\d+)
 _VALUE_RE = re.compile(r"(?P<name>[A-Za-z0-9_]+): (?P<value>\d+)$")
 _PAIR_RE = re.compile(r"^[ \t]*([A-Za-z0-9_]+): ([0-9]+)[ \t]*$", re.MULTILINE)
 _NVLINK_RE = re.compile(r"## nvlink rc=(?P<rc>-?\d+)$")
-_SECTIONS = ("link_layer", "ib-counters", "hw-counters", "ethtool-stats", "unreadable")
+_SECTIONS = ("link_layer", "ib-counters", "hw-counters", "ethtool-stats", "unreadable", "efa-counters")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class RailCounters:
     hw: dict[str, int] = field(hash=False)
     ethtool: ethtool_stats.EthtoolStats | None = field(hash=False)
     unreadable: tuple[str, ...] = ()
+    efa: dict[str, dict[str, int]] = field(default_factory=dict, hash=False)  # EFA device -> counters
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class RailDelta:
     ethtool: ethtool_stats.CounterDelta | None = field(hash=False)
     went_backwards: tuple[str, ...] = ()
     link_layer: str | None = None  # as the later snapshot read it
+    efa: dict[str, dict[str, int]] = field(default_factory=dict, hash=False)  # EFA device -> rise
 
 
 def _values(lines: list[str], first_no: int) -> dict[str, int]:
@@ -111,6 +114,7 @@ def _rail(head: re.Match[str], body: Body, head_no: int) -> RailCounters:
         _values(hw[1], hw[0]),
         ethtool,
         tuple(ln.strip() for ln in body.get("unreadable", (0, []))[1] if ln.strip()),
+        {k.split(" ", 1)[1]: _values(v[1], v[0]) for k, v in body.items() if k.startswith("efa-counters ")},
     )
 
 
@@ -140,6 +144,11 @@ def parse(text: str) -> Snapshot:
             name = line[4:].split(" ", 1)[0]
             if head is None or name not in _SECTIONS:
                 raise ParseError(i + 1, f"a section of a rail ({', '.join(_SECTIONS)})", line)
+            if name == "efa-counters":  # one per EFA device of the rail: keyed by the device
+                parts = line[4:].split()
+                if len(parts) < 2:
+                    raise ParseError(i + 1, "'### efa-counters <device> <dir>'", line)
+                name = f"efa-counters {parts[1]}"
             if name in body:
                 raise ParseError(i + 1, "each section once per rail", line)
             body[name] = (i + 2, lines[i + 1 : end])
@@ -181,7 +190,8 @@ def delta(before: RailCounters, after: RailCounters) -> RailDelta:
     if before.ethtool is not None and after.ethtool is not None:
         eth = ethtool_stats.delta(before.ethtool, after.ethtool)
         back += list(eth.went_backwards)
-    return RailDelta(ib, hw, eth, tuple(sorted(back)), after.link_layer)
+    efa = {dev: _sub(before.efa[dev], c, back) for dev, c in after.efa.items() if dev in before.efa}
+    return RailDelta(ib, hw, eth, tuple(sorted(back)), after.link_layer, efa)
 
 
 NvlinkDelta = dict[tuple[int, int], dict[str, int]]  # (gpu, link) -> counter -> after - before

@@ -79,6 +79,17 @@ IB_WIDTH_BITS = {
     "port_rcv_data": 32,
 }
 CNP_COUNTERS = ("np_cnp_sent", "rp_cnp_handled")
+# An EFA device's port statistics (Linux drivers/infiniband/hw/efa/efa_verbs.c, the port stats in
+# .../ports/1/hw_counters/): errors that must not rise under traffic (awsome-distributed-training's EFA
+# loopback check reads rx_drops and retrans_timeout_events) and the bytes that show traffic crossed it.
+# Kernels before ~6.2 lack the retrans/remote counters: only those present are read.
+EFA_ERRORS = (
+    "rx_drops",
+    "retrans_timeout_events",
+    "unresponsive_remote_events",
+    "impaired_remote_conn_events",
+)
+EFA_DATA = ("tx_bytes", "rx_bytes")
 
 
 def _files(title: str, paths: dict[str, str], unreadable: list[str]) -> list[str]:
@@ -97,6 +108,8 @@ def _files(title: str, paths: dict[str, str], unreadable: list[str]) -> list[str
 def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     hca, port = str(rail["hca"]), int(rail["port"])
     base = f"/sys/class/infiniband/{hca}/ports/{port}"
+    if rail.get("fabric") == "efa":
+        return _efa_section(rail)
     link = hostio.read(f"{base}/link_layer")
     netdev = rail.get("netdev") or ""
     if not netdev and link.ok and link.stdout.strip() == "Ethernet":
@@ -120,6 +133,18 @@ def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     if unreadable:
         out += ["### unreadable", *unreadable]
     return out
+
+
+def _efa_section(rail: dict[str, Any]) -> list[str]:
+    """An EFA rail: the hw_counters of each of its devices (no PMA counters, no link layer to speak of)."""
+    out = [f"## rail {rail['gpu']} hca {rail['hca']} port {rail['port']} netdev -"]
+    unreadable: list[str] = []
+    for nic in rail.get("nics") or [rail["hca"]]:
+        base = f"/sys/class/infiniband/{nic}/ports/{rail['port']}/hw_counters"
+        present = set(hostio.listdir(base))
+        names = [n for n in (*EFA_ERRORS, *EFA_DATA) if n in present or n in EFA_DATA]
+        out += _files(f"efa-counters {nic} {base}", {n: f"{base}/{n}" for n in names}, unreadable)
+    return out + (["### unreadable", *unreadable] if unreadable else [])
 
 
 NVLINK_ERRORS = ("nvidia-smi", "nvlink", "-e")

@@ -93,6 +93,9 @@ class Faults:
     cuda_not_ready: tuple[str, ...] = ()
     # nodes of an NVLink domain whose multi-node NVLink cannot work (IMEX down, a tray in another clique)
     mnnvl_broken: tuple[str, ...] = ()
+    # EFA nodes whose NCCL ends on sockets: aws-ofi-nccl found no efa provider / no net plugin was loaded
+    ofi_no_provider: tuple[str, ...] = ()
+    ofi_plugin_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class Fabric:
     transient_probability: float = 0.0  # per run: the chance of a dip the next attempt does not see
     transient_factor: float = 0.6
     domains: Mapping[str, str] = field(default_factory=dict)  # node -> its multi-node NVLink domain
+    net: str = "ib"  # what NCCL's NET channels use between nodes: "ib" (NET/IB) or "ofi" (aws-ofi-nccl, EFA)
     _rail_f: dict[tuple[str, int | None], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -407,6 +411,8 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             ),
             tuple(check(f["node"], "cuda_not_ready", nodes) for f in _list(fd.get("cuda_not_ready"))),
             tuple(check(f["node"], "mnnvl_broken", nodes) for f in _list(fd.get("mnnvl_broken"))),
+            tuple(check(f["node"], "ofi_no_provider", nodes) for f in _list(fd.get("ofi_no_provider"))),
+            tuple(check(f["node"], "ofi_plugin_missing", nodes) for f in _list(fd.get("ofi_plugin_missing"))),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
@@ -429,6 +435,7 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             for name, members in dict(d.get("nvlink_domains", {})).items()
             for n in hostlist.expand_hostlist(str(members))
         },
+        str(d.get("net", "ib")),
     )
 
 
@@ -440,6 +447,23 @@ def load_fabric(path: str | Path) -> Fabric:
     except (OSError, json.JSONDecodeError) as exc:
         raise SiteConfigError(str(p), "", "a readable fabric JSON file", str(exc)) from None
     return fabric_from_dict(doc, str(p))
+
+
+def gpu_rails(fab: Fabric, host: str, env: dict[str, str], ngpus: int) -> tuple[int, ...] | None:
+    """The rails NCCL takes by itself (no NCCL_IB_HCA): each GPU its nearest NIC, rail k of GPU k (NCCL's
+    topology search; aws-ofi-nccl's NIC groups on EFA); None (every rail) where the ranks drive all GPUs."""
+    node = fab.node(host)
+    if ngpus >= node.gpus:
+        return None
+    rails = tuple(
+        sorted({g for d in range(ngpus) if (g := physical_gpu(fab, host, env, d)) < len(node.rails)})
+    )
+    return rails or None
+
+
+def sockets(fab: Fabric, host: str) -> bool:
+    """Whether this node's NCCL falls back to TCP sockets (an EFA node without a working aws-ofi-nccl)."""
+    return host in fab.faults.ofi_no_provider or host in fab.faults.ofi_plugin_missing
 
 
 def physical_gpu(fab: Fabric, host: str, env: dict[str, str], dev: int) -> int:

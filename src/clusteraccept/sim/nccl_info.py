@@ -10,7 +10,7 @@ tasks' stdout into the step's; the simulator prints them all from rank 0 (the ot
 from __future__ import annotations
 
 from clusteraccept import hostio
-from clusteraccept.sim.fabric import Fabric, mnnvl, physical_gpu
+from clusteraccept.sim.fabric import Fabric, mnnvl, physical_gpu, sockets
 from clusteraccept.sim.nccl_tests_options import rails_from_hca
 
 VERSION = "2.28.9+cuda12.9"  # the NCCL the simulated ranks load (an nccl_version fault: another one)
@@ -70,7 +70,9 @@ def info_lines(
         stray = next((hca for h, r, hca in fab.faults.stray_nic if h == host and r in (None, *rails)), None)
         if stray and stray not in hcas:
             hcas.append(stray)
-        if multi:
+        if multi and fab.net == "ofi":
+            out += ofi_lines(fab, host, pre, rank, len(node.rails))
+        elif multi:
             devs = " ".join(f"[{i}]{hca}:1/{link_layer}" for i, hca in enumerate(hcas))
             out += [
                 f"{pre} NET/IB : Using {devs} [RO]; OOB ib0:10.0.0.{rank + 1}<0>",
@@ -100,14 +102,53 @@ def info_lines(
             rail_hca = node.rails[gpu] if gpu < len(node.rails) else hcas[0]
             dev = hcas.index(stray) if stray else (hcas.index(rail_hca) if rail_hca in hcas else 0)
             suffix = "/GDRDMA" if gdr else ""
+            net = "IB"
+            if fab.net == "ofi":  # aws-ofi-nccl numbers a node's NICs itself: GPU k's is its device k
+                net, dev = ("Socket", 0) if sockets(fab, host) else (OFI_NET, min(gpu, len(node.rails) - 1))
+                suffix = "" if net == "Socket" else suffix
             lines = [
-                f"{rank}[{gpu}] -> {nxt}[{ngpu}] [send] via NET/IB/{dev}{suffix}",
-                f"{prv}[{pgpu}] -> {rank}[{gpu}] [receive] via NET/IB/{dev}{suffix}",
+                f"{rank}[{gpu}] -> {nxt}[{ngpu}] [send] via NET/{net}/{dev}{suffix}",
+                f"{prv}[{pgpu}] -> {rank}[{gpu}] [receive] via NET/{net}/{dev}{suffix}",
             ]
         out += [f"{pre} Channel {ch:02d}/0 : {line}" for ch in range(2) for line in lines]
         if multi and not over_nvlink:
             out.append(f"{pre} Connected all rings, use ring PXN 0 GDR {int(gdr)}")
     return "\n".join(out) + "\n"
+
+
+OFI_NET = "Libfabric"  # aws-ofi-nccl's plugin name since 1.13.0-aws (src/nccl_ofi_interface_nvidia.cpp)
+OFI_VERSION = "1.16.2"  # the version of the real capture (tests/data/nccl-debug/eks-g6e-...)
+
+
+def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nics: int) -> list[str]:
+    """A rank's net plugin lines on an EFA node, in the forms of the real captures (tests/data/nccl-debug/:
+    the g6e fallback, the p5en excerpt): aws-ofi-nccl loaded and its efa provider selected; on an
+    ``ofi_no_provider`` node it finds none and NCCL takes sockets; on ``ofi_plugin_missing`` NCCL finds no
+    plugin at all."""
+    sock = [
+        f"{pre} NET/IB : No device found.",
+        f"{pre} NET/Socket : Using [0]ens32:10.0.0.{rank + 1}<0>",
+        f"{pre} Using network Socket",
+    ]
+    if host in fab.faults.ofi_plugin_missing:
+        return [f"{pre} NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.", *sock]
+    loaded = [
+        f"{pre} NET/Plugin: Loaded net plugin {OFI_NET} (v10)",
+        f"{pre} NET/OFI Initializing aws-ofi-nccl {OFI_VERSION}",
+    ]
+    if host in fab.faults.ofi_no_provider:
+        warn = f"{host}:{4000 + rank}:{4000 + rank} [0] nccl_net_ofi_create_plugin:352 NCCL WARN"
+        return [
+            *loaded,
+            f"{pre} NET/OFI No eligible providers were found",
+            f"{warn} NET/OFI aws-ofi-nccl initialization failed",
+            *sock,
+        ]
+    return [
+        *loaded,
+        f"{pre} NET/OFI Selected provider is efa, fabric is efa (found {nics} nics)",
+        f"{pre} Using network {OFI_NET}",
+    ]
 
 
 # Model assumption, not a measurement: SHARP reduces in the switch, so an all_reduce's data crosses each

@@ -151,12 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(with_info(text, fab, hosts, env, args[0].removesuffix("_perf"), per_node))
     sys.stdout.flush()
     if env.get("CLUSTERACCEPT_HOST_PROFILE"):
+        from clusteraccept.sim.fabric import gpu_rails
         from clusteraccept.sim.traffic import NVLINK, bump
 
         root = Path(env["CLUSTERACCEPT_HOST_PROFILE"])
         if len(hosts) > 1:  # traffic crossed the NICs
             rails = fab.node(hosts[0]).rails
-            used = rails_from_hca(env.get("NCCL_IB_HCA"), rails) or range(len(rails))
+            used = (
+                rails_from_hca(env["NCCL_IB_HCA"], rails)
+                if env.get("NCCL_IB_HCA")
+                else gpu_rails(fab, hosts[0], env, per_node[0] * opts.ngpus)
+            ) or range(len(rails))
             bump(root, hosts, [rails[i] for i in used])
         # several GPUs of one node in the step (ranks x -g): its traffic crossed the node's NVLinks
         bump(root, [h for h, n in zip(hosts, per_node, strict=False) if n * opts.ngpus > 1], [NVLINK])

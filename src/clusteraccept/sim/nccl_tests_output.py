@@ -15,7 +15,7 @@ import time
 import zlib
 from typing import Any
 
-from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, mnnvl, physical_gpu
+from clusteraccept.sim.fabric import BUS_FACTOR, Fabric, busbw_GBps, gpu_rails, mnnvl, physical_gpu
 from clusteraccept.sim.nccl_info import collnet_uplift
 from clusteraccept.sim.nccl_tests_options import TYPES, Options, rails_from_hca
 
@@ -188,6 +188,7 @@ def render_run(
         ),
     ]
     hca = rails_from_hca(env["NCCL_IB_HCA"], fab.node(hosts[0]).rails) if env.get("NCCL_IB_HCA") else None
+    hca = hca or gpu_rails(fab, hosts[0], env, max(tasks_per_node) * per_proc)
     ws = TYPES[opts.dtype]
     redop = "none" if coll in ("all_gather", "alltoall") else opts.op
     factor = BUS_FACTOR[coll](nranks)

@@ -52,7 +52,8 @@ def fabric_doc(
     left out of the document when None (the site file has no keys for them yet)."""
     nt = site.node_types[0]
     rate = next((r.rate_Gbps for r in nt.rails if r.rate_Gbps), 400.0) or 400.0
-    rail_GBps = rate / 8  # Gb/s -> GB/s
+    # Gb/s -> GB/s, per rail: every device of it (a p5's GPU has 4 EFA devices of 100 Gb/s)
+    rail_GBps = rate / 8 * (len(nt.rails[0].devices) if nt.rails else 1)
     leaves = [
         {
             "name": b,
@@ -66,24 +67,26 @@ def fabric_doc(
     for f in site.sim_faults:
         kind = f["kind"]
         if kind == "sharp_no_resource":  # the aggregation manager refuses this node's jobs
-            no_sharp = faults.setdefault("no_sharp", [])
-            assert isinstance(no_sharp, list)
-            no_sharp.append({"node": f["node"]})
+            _append(faults, "no_sharp", {"node": f["node"]})
             continue
         if kind == "fabric_manager_down":  # the NVSwitch fabric never set up: CUDA does not start there
-            no_cuda = faults.setdefault("cuda_not_ready", [])
-            assert isinstance(no_cuda, list)
-            no_cuda.append({"node": f["node"]})
+            _append(faults, "cuda_not_ready", {"node": f["node"]})
             continue
         if kind in ("wrong_clique", "imex_down"):  # multi-node NVLink cannot work there (NCCL fails init)
-            broken = faults.setdefault("mnnvl_broken", [])
-            assert isinstance(broken, list)
-            broken.append({"node": f["node"]})
+            _append(faults, "mnnvl_broken", {"node": f["node"]})
+            continue
+        if kind in ("ofi_no_provider", "ofi_plugin_missing"):  # NCCL on TCP sockets on that node
+            _append(faults, kind, {"node": f["node"]})
+            # model assumption, not a measurement: sockets over the node's TCP interface carry a tenth of
+            # what its EFA devices do (its steps are not judged as hardware: nccl.transport is the finding)
+            for r in nt.rails:
+                _append(faults, "slow_rail", {"node": f["node"], "rail": r.index, "factor": 0.1})
+            continue
+        if kind == "efa_device_missing":  # GPU k's EFA device gone: it shares its neighbour's (half each)
+            _append(faults, "slow_rail", {"node": f["node"], "rail": f["gpu"], "factor": 0.5})
             continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
-            no_gdr = faults.setdefault("no_gdr", [])
-            assert isinstance(no_gdr, list)
-            no_gdr.append({"node": f["node"]})
+            _append(faults, "no_gdr", {"node": f["node"]})
             continue
         if kind not in FABRIC_KINDS:
             continue
@@ -99,9 +102,7 @@ def fabric_doc(
         if kind == "bad_cable":
             a, b = entry.pop("nodes")
             entry.update(a=a, b=b)
-        cast = faults.setdefault(kind, [])
-        assert isinstance(cast, list)
-        cast.append(entry)
+        _append(faults, kind, entry)
     noise: dict[str, Any] = {"spread": spread} if spread is not None else {}
     if transient is not None:
         noise["transient"] = dict(transient)
@@ -122,8 +123,15 @@ def fabric_doc(
         },
         "leaves": leaves,
         "nvlink_domains": {name: ",".join(members) for name, members in site.nvlink_domains.items()},
+        "net": "ofi" if nt.fabric == "efa" else "ib",
         "faults": faults,
     }
+
+
+def _append(faults: dict[str, list[dict[str, Any]] | bool], kind: str, entry: dict[str, Any]) -> None:
+    cast = faults.setdefault(kind, [])
+    assert isinstance(cast, list)
+    cast.append(entry)
 
 
 def _nvlink_GBps(site: Site) -> float:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusteraccept.probes.counters import IB_DATA, IB_ERRORS
+from clusteraccept.probes.counters import EFA_DATA, EFA_ERRORS, IB_DATA, IB_ERRORS
 from clusteraccept.sim.hosts import Part
+from clusteraccept.sim.profile_efa import missing_devices
 from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import Rail
 
@@ -52,6 +53,8 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     part = Part()
     nt = site.node_type(node)
     ethernet = nt.link_layer == "Ethernet" and site.roce is not None
+    if nt.fabric == "efa":
+        return _efa(part, site, node, faults)
     for rail in nt.rails:
         base = f"/sys/class/infiniband/{rail.hca}/ports/{rail.port}"
         if nt.link_layer == "InfiniBand":
@@ -68,4 +71,20 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
             spec["ethtool"], spec["hw_counters"] = _roce_add(site, rail, faults)
             spec["netdev"] = rail.netdev or f"eth{rail.index}"
         part.traffic[rail.hca] = spec
+    return part
+
+
+def _efa(part: Part, site: Site, node: str, faults: list[dict[str, Any]]) -> Part:
+    """An EFA node's devices: their hw_counters at 0, a step's bytes on each device of the rail it used
+    (split among the rail's devices); a missing device (efa_device_missing) has none."""
+    gone = missing_devices(site, node, faults)
+    for rail in site.node_type(node).rails:
+        nics = [n for n in rail.devices if n not in gone]
+        devices = []
+        for nic in nics:
+            base = f"/sys/class/infiniband/{nic}/ports/{rail.port}"
+            for name in (*EFA_ERRORS, *EFA_DATA):
+                part.files[f"{base}/hw_counters/{name}"] = "0\n"
+            devices.append({"dir": f"fs{base}", "hw_counters": {n: STEP_B // len(nics) for n in EFA_DATA}})
+        part.traffic[rail.hca] = {"devices": devices}  # the simulated nccl-tests names a rail by its first
     return part

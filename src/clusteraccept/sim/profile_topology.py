@@ -24,6 +24,10 @@ SYNTHETIC, written in the real fixture's layout and legend; its NUMA Affinity an
 are the sglang capture's (GPU memory is NUMA nodes of its own there; GPU3's row is cut in the issue and
 follows GPU2's pattern).
 
+An EFA node type with one device per GPU (``fabric: efa``, a p6-b200's shape) is the HGX node with its
+rail NICs named after the site's EFA devices; an ``efa_device_missing`` device has no sysfs entry (its
+column stays in the matrix: the judge reads sysfs first and leaves it to efa.devices).
+
 Faults: ``nic_wrong_numa {node, gpu}`` moves GPU k's rail NIC to a root port of the other socket
 (numa_node, PCI path and nvidia-smi link classes change); ``pcie_x8 {node, gpu}`` trains GPU k's link at
 x8 (``{node, rail}``: the rail NIC's link).
@@ -39,6 +43,7 @@ from typing import Any
 
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import Part
+from clusteraccept.sim.profile_efa import missing_devices
 from clusteraccept.site.model import Site
 
 DATA = REPO_ROOT / "tests" / "data"
@@ -307,6 +312,7 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     x8_gpu = {int(f["gpu"]) for f in faults if f.get("kind") == "pcie_x8" and "gpu" in f}
     x8_rail = {int(f["rail"]) for f in faults if f.get("kind") == "pcie_x8" and "rail" in f}
     model = site.node_type(node).gpu_model or GPU_MODEL
+    gone = missing_devices(site, node, faults)  # an EFA device the node lost (efa_device_missing)
     query = "".join(f"{s.gpu}, {model}, 0000{s.gpu_bdf.upper()}\n" for s in slots)
     for s in slots:
         _bridges(part, f"/sys/devices/{s.root}", s.bridges_gpu)
@@ -316,7 +322,8 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
         _bridges(part, f"/sys/devices/{s.nic_root}", s.bridges_nic)
         _device(part, s.nic_dir, "0x020700", s.nic_socket, 8 if s.rail in x8_rail else 16, sh)
         part.links[f"/sys/bus/pci/devices/{s.nic_bdf}"] = s.nic_dir
-        part.links[f"/sys/class/infiniband/{s.hca}/device"] = s.nic_dir
+        if s.hca not in gone:
+            part.links[f"/sys/class/infiniband/{s.hca}/device"] = s.nic_dir
     part.commands += [
         (
             "nvidia-smi topo -m",

@@ -60,11 +60,12 @@ def _bump_node(node_dir: Path, hcas: Iterable[str]) -> None:
             rail = spec.get(hca)
             if rail is None:
                 continue
-            for sub in ("counters", "hw_counters"):
-                for name, inc in rail.get(sub, {}).items():
-                    f = node_dir / rail["dir"] / sub / name
-                    if f.exists():
-                        write_atomic(f, f"{int(f.read_text()) + int(inc)}\n")
+            for port in rail.get("devices", [rail]):  # an EFA rail: each of its devices
+                for sub in ("counters", "hw_counters"):
+                    for name, inc in port.get(sub, {}).items():
+                        f = node_dir / port["dir"] / sub / name
+                        if f.exists():
+                            write_atomic(f, f"{int(f.read_text()) + int(inc)}\n")
             if rail.get("ethtool"):
                 match = f"ethtool -S {rail['netdev']}"
                 out = next((c["stdout"] for c in commands if c.get("match") == match), None)

@@ -106,6 +106,12 @@ FAULT_FAMILY: dict[str, str] = {
     # multi-node NVLink domains (an NVL72 rack): a tray in another clique, the IMEX service down there
     "wrong_clique": "nvlink",
     "imex_down": "nvlink",
+    # AWS EFA (issue 22): a device gone, the job's memlock limited, NCCL on sockets (sim/profile_efa.py,
+    # sim/nccl_info.py)
+    "efa_device_missing": "efa",
+    "memlock_limited": "efa",
+    "ofi_no_provider": "nccl",
+    "ofi_plugin_missing": "nccl",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
