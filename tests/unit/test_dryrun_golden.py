@@ -37,7 +37,9 @@ def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(slurm_clients, "cluster_limits", lambda site: ClusterLimits(source="golden"))
 
 
-@pytest.mark.parametrize("site_name", ["example-h100-ib", "example-roce", "example-gb200-nvl72", "demo"])
+@pytest.mark.parametrize(
+    "site_name", ["example-h100-ib", "example-roce", "example-gb200-nvl72", "example-efa", "demo"]
+)
 def test_dry_run_scripts_match_golden(tmp_path: Path, site_name: str) -> None:
     site = load_site(site_name, REPO_ROOT / "site-configs")
     run_dir = tmp_path / "run"

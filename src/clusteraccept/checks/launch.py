@@ -168,7 +168,7 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
         bad = []
         if any(c.transport == "NET/Socket" for c in mine):
             bad.append("NET/Socket: NCCL fell back to TCP sockets" + _socket_cause(site, node, debug))
-        elif site.node_type(node).fabric == "efa":
+        elif _fabric(site, node) == "efa":
             bad += _off_ofi(node, mine, debug)
         if expect.intra_node == "p2p" and any(c.family == "SHM" for c in mine):
             bad.append("GPU to GPU over SHM (host memory) inside the node, not P2P (NVLink/PCIe)")
@@ -194,9 +194,17 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
 OFI_NETS = ("Libfabric", "AWS Libfabric")
 
 
+def _fabric(site: Site, node: str) -> str | None:
+    """The node's fabric; None for a host the site does not list (a log judged on its own)."""
+    try:
+        return site.node_type(node).fabric
+    except KeyError:
+        return None
+
+
 def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
     """Why an EFA node's NCCL took sockets, as its own log lines say."""
-    if site.node_type(node).fabric != "efa":
+    if _fabric(site, node) != "efa":
         return ""
     if node in debug.ofi_no_provider:
         versions = debug.of_host("ofi_versions", node)

@@ -209,7 +209,8 @@ def judge_imex(domain: str, members: Sequence[str], by_host: dict[str, list[Arch
 def _network_GBps(site: Site, node: str) -> float | None:
     if site.nccl.rail_ceiling_GBps:
         return site.nccl.rail_ceiling_GBps
-    rates = [r.rate_Gbps for r in site.node_type(node).rails if r.rate_Gbps]
+    nt = site.node_type(node)
+    rates = [line for r in nt.rails if (line := nt.rail_line_Gbps(r))]
     return max(rates) / 8 if rates else None
 
 

@@ -5,7 +5,8 @@ Peers are the results of the same collective, scope, node type (the rails of one
 count and size. A result is slow when it is more than ``nccl.peers.below`` *and* more than ``mad_z`` robust
 standard deviations (1.4826 x MAD) below their median: the median and the MAD ignore up to half the results
 being bad, so a slow rail does not move its own bar. A group smaller than ``min_peers`` is judged by the line
-rate only. The line rate is the rail's ``rate_Gbps`` / 8 (GB/s) for a pair, a rank's share of its node's
+rate only. The line rate is the rail's ``rate_Gbps`` / 8 (GB/s) for a pair (times its devices: 4 on a p5's EFA
+rail; halved for a device two rails share), a rank's share of its node's
 rails for a block collective, the node type's NVLink intra-node (``nvlink_GBps``, else its ``nvlink``
 section); below ``nccl.line_rate_floor`` of it a result of 1 GiB or more fails whatever its peers did.
 The message says which judged it:
@@ -51,9 +52,10 @@ def line_rate_GBps(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | No
         for n in nodes:
             rails = {r.index: r for r in site.node_type(n).rails}
             rail = rails.get(int(row["rail"]))
-            if rail is None or rail.rate_Gbps is None:
+            line = None if rail is None else site.node_type(n).rail_line_Gbps(rail)
+            if line is None:
                 return None
-            rates.append(rail.rate_Gbps)
+            rates.append(line)
         rate = min(rates)
         return rate / 8.0, f"{rate:g} Gb/s"
     shares = []
@@ -62,7 +64,7 @@ def line_rate_GBps(site: Site, row: Mapping[str, Any]) -> tuple[float, str] | No
         if not t.rails or any(r.rate_Gbps is None for r in t.rails):
             return None
         # a block collective's rank drives its share of the node's rails (busbw is per rank)
-        shares.append(sum(float(r.rate_Gbps or 0) for r in t.rails) / t.gpus)
+        shares.append(sum(t.rail_line_Gbps(r) or 0.0 for r in t.rails) / t.gpus)
     share = min(shares)
     return share / 8.0, f"{share:g} Gb/s per GPU"
 

@@ -51,9 +51,9 @@ def fabric_doc(
     ``spread``, ``transient`` ({probability, factor}): the fabric's run-to-run noise (sim/nccl_tests.py),
     left out of the document when None (the site file has no keys for them yet)."""
     nt = site.node_types[0]
-    rate = next((r.rate_Gbps for r in nt.rails if r.rate_Gbps), 400.0) or 400.0
     # Gb/s -> GB/s, per rail: every device of it (a p5's GPU has 4 EFA devices of 100 Gb/s)
-    rail_GBps = rate / 8 * (len(nt.rails[0].devices) if nt.rails else 1)
+    rate = next((line for r in nt.rails if (line := nt.rail_line_Gbps(r))), 400.0)
+    rail_GBps = rate / 8
     leaves = [
         {
             "name": b,

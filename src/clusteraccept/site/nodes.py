@@ -102,6 +102,15 @@ class NodeType:
     fabric: str = "infiniband"  # one of FABRICS
     efa: Efa | None = None  # fabric efa only
 
+    def rail_line_Gbps(self, rail: Rail) -> float | None:
+        """What one rail carries when every rail runs at once (a pair round): each of its devices' rate,
+        shared with the other rails that name the device (p4d: two GPUs per EFA device); None where the
+        site gives no rate."""
+        if rail.rate_Gbps is None:
+            return None
+        users = {n: sum(n in r.devices for r in self.rails) for n in rail.devices}
+        return sum(rail.rate_Gbps / users[n] for n in rail.devices)
+
     @property
     def nvlink_line_GBps(self) -> float | None:
         """NVLink per GPU and direction: the site's ``nvlink_GBps`` where it says, else what its ``nvlink``
