@@ -183,4 +183,3 @@ def _fresh_cluster_state(request: pytest.FixtureRequest) -> None:
     again = up(STATE_DIR, n_nodes=len(info.nodes), gpus_per_node=info.gpus_per_node, slurm=info.slurm)
     if again.slurm_conf != info.slurm_conf or _settled(again, 30.0) is not None:
         pytest.fail(f"virtual cluster could not be rebuilt for this test:\n{diagnose()}")
-

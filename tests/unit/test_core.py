@@ -111,8 +111,15 @@ def test_archive_redacts_bundles_and_roundtrips(tmp_path: Path) -> None:
 def test_reference_semantics() -> None:
     ref = Reference(48.0, lower=-0.08, upper=None, unit="GB/s")
     assert ref.bounds() == pytest.approx((44.16, None))
-    v = judge("nccl.busbw", "nccl", "node03-node07:rail5:1GiB", 41.2, ref, what="busbw_GBps",
-              context="pair node03-node07, rail 5, 1 GiB")
+    v = judge(
+        "nccl.busbw",
+        "nccl",
+        "node03-node07:rail5:1GiB",
+        41.2,
+        ref,
+        what="busbw_GBps",
+        context="pair node03-node07, rail 5, 1 GiB",
+    )
     assert v.outcome is Outcome.FAIL
     assert v.message == (
         "busbw_GBps=41.2 GB/s is below 44.2 (ref 48, -14%) [pair node03-node07, rail 5, 1 GiB]"
@@ -128,8 +135,11 @@ def test_reference_semantics() -> None:
 
 
 def test_lookup_most_specific() -> None:
-    b = {"nccl.busbw.*": Reference(1), "nccl.busbw.sendrecv.*": Reference(2),
-         "nccl.busbw.sendrecv.pair_in_block.rail3.*": Reference(3)}
+    b = {
+        "nccl.busbw.*": Reference(1),
+        "nccl.busbw.sendrecv.*": Reference(2),
+        "nccl.busbw.sendrecv.pair_in_block.rail3.*": Reference(3),
+    }
     assert lookup(b, "nccl.busbw.sendrecv.pair_in_block.rail3.1GiB") == Reference(3)
     assert lookup(b, "nccl.busbw.sendrecv.pair_in_block.rail4.1GiB") == Reference(2)
     assert lookup(b, "nccl.busbw.alltoall.block.1GiB") == Reference(1)
@@ -139,10 +149,18 @@ def test_lookup_most_specific() -> None:
 def test_parse_cli_errors(tmp_path: Path) -> None:
     bad = tmp_path / "garbage.txt"
     bad.write_text("this is not\nan ibstat output\n")
-    proc = subprocess.run([sys.executable, "-m", "clusteraccept.parsers", "ibstat", str(bad)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "clusteraccept.parsers", "ibstat", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith(f"{bad}:") and "Traceback" not in proc.stderr
     assert ": expected " in proc.stderr
-    unknown = subprocess.run([sys.executable, "-m", "clusteraccept.parsers", "nosuchtool", str(bad)],
-                             capture_output=True, text=True, check=False)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "clusteraccept.parsers", "nosuchtool", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert unknown.returncode == 2 and "unknown tool 'nosuchtool'" in unknown.stderr

@@ -79,7 +79,7 @@ def _site(tmp_path: Path, **nccl: object) -> Path:
         # the recorded host was called "vm": the ranks must be on this host, as the site's node is; and
         # the GPUs the step sees are recorded (submitit's local executor hides them unless told)
         exe.write_text(
-            f"#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES\" > {tmp_path}/{c}.cuda_visible_devices\n"
+            f'#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES" > {tmp_path}/{c}.cuda_visible_devices\n'
             f"sed 's/ on  *vm device/ on {HOST} device/' {DATA / 'nccl-tests' / name}\n"
         )
         exe.chmod(0o755)

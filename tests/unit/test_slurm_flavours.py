@@ -153,7 +153,10 @@ def test_mirror_is_read_from_apt_sources() -> None:
     deb822 = "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\n"
     deb822 += "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n"
     assert root.mirror([deb822]) == "http://mirror.example/debian"
-    assert root.mirror(["# x\ndeb [arch=amd64] http://m.example/debian bookworm main\n"]) == "http://m.example/debian"
+    assert (
+        root.mirror(["# x\ndeb [arch=amd64] http://m.example/debian bookworm main\n"])
+        == "http://m.example/debian"
+    )
     assert root.mirror([]) == "http://deb.debian.org/debian"
 
 

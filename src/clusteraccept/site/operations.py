@@ -35,6 +35,9 @@ DEFAULT_DRAIN_CHECKS = (
     "nvlink.*",  # an inactive link, a fabric not up, a tray in another clique or without IMEX
     "gpudirect.*",
     "roce.*",
+    # an EFA device short (AWS's own health check isolates such a node); not efa.memlock, which is
+    # slurmd's configuration, the same on every node it is wrong on
+    "efa.devices",
 )
 
 

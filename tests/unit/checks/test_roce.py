@@ -131,9 +131,7 @@ def test_demo_roce_each_fault_fails_exactly_its_check(
     assert one(verdicts, "roce.mtu", "node4:rail4").outcome is Outcome.PASS
     ecn_ok = one(verdicts, "roce.ecn", "node4:rail5")
     assert (
-        ecn_ok.outcome is Outcome.PASS
-        and ecn_ok.evidence
-        and all(read(tmp_path, p) for p in ecn_ok.evidence)
+        ecn_ok.outcome is Outcome.PASS and ecn_ok.evidence and all(read(tmp_path, p) for p in ecn_ok.evidence)
     )
 
 

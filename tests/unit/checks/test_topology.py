@@ -31,8 +31,13 @@ from clusteraccept.site.model import Site
 CONFIGS = REPO_ROOT / "site-configs"
 VM_EVIDENCE = REPO_ROOT / "tests" / "data" / "evidence" / "h200x2-vm-topology-gpudirect-fingerprint.json"
 Archived = tuple[Evidence, str]
-PER = {"topology.gpu_inventory": "node", "topology.gpu_nic_affinity": "gpu", "topology.pcie_link": "gpu",
-       "topology.nic_port": "rail", "topology.nic_pcie_link": "rail"}
+PER = {
+    "topology.gpu_inventory": "node",
+    "topology.gpu_nic_affinity": "gpu",
+    "topology.pcie_link": "gpu",
+    "topology.nic_port": "rail",
+    "topology.nic_pcie_link": "rail",
+}
 MY_FAULTS = ("nic_wrong_numa", "pcie_x8", "peermem_missing", "acs_on")
 
 
@@ -60,8 +65,12 @@ def collect(site: Site, families: tuple[str, ...], tmp: Path) -> dict[str, list[
     return out
 
 
-def edited(archived: list[Archived], node: str, match: Callable[[Evidence], bool],
-           change: Callable[[Evidence], Evidence | None]) -> list[Archived]:
+def edited(
+    archived: list[Archived],
+    node: str,
+    match: Callable[[Evidence], bool],
+    change: Callable[[Evidence], Evidence | None],
+) -> list[Archived]:
     """The evidence with ``change`` applied to ``node``'s matching items (None drops the item)."""
     out: list[Archived] = []
     for ev, path in archived:
@@ -85,8 +94,12 @@ def vm_evidence(family: str) -> list[Archived]:
 
 
 def vm_site(numa_expected: bool = False) -> Site:
-    node_type = {"gpus": 2, "gpu_model": "NVIDIA H200", "numa_expected": numa_expected,
-                 "rails": {"gpu0": {"hca": "mlx5_0", "rate_Gbps": 400}, "gpu1": {"hca": "mlx5_1"}}}
+    node_type = {
+        "gpus": 2,
+        "gpu_model": "NVIDIA H200",
+        "numa_expected": numa_expected,
+        "rails": {"gpu0": {"hca": "mlx5_0", "rate_Gbps": 400}, "gpu1": {"hca": "mlx5_1"}},
+    }
     return parse_site(Path("vm.yaml"), {"name": "vm", "nodes": "vm1", "node_types": {"h200": node_type}})
 
 
@@ -119,21 +132,28 @@ def test_demo_faults_fail_exactly_their_check(demo_run: tuple[Site, Path, list[A
     site, tmp, archived = demo_run
     verdicts = judged(site, archived)
     assert_complete(site, verdicts, PER)
-    assert failing(verdicts) == {("topology.gpu_nic_affinity", "node2:gpu3"),
-                                 ("topology.pcie_link", "node1:gpu6")}
+    assert failing(verdicts) == {
+        ("topology.gpu_nic_affinity", "node2:gpu3"),
+        ("topology.pcie_link", "node1:gpu6"),
+    }
     numa = one(verdicts, "topology.gpu_nic_affinity", "node2:gpu3")
-    assert numa.message == ("node2 gpu3: rail NIC mlx5_3 is on NUMA node 1, GPU3 on NUMA node 0 "
-                            "(nvidia-smi topo: SYS, expected PIX or PXB)")
+    assert numa.message == (
+        "node2 gpu3: rail NIC mlx5_3 is on NUMA node 1, GPU3 on NUMA node 0 "
+        "(nvidia-smi topo: SYS, expected PIX or PXB)"
+    )
     x8 = one(verdicts, "topology.pcie_link", "node1:gpu6")
     assert x8.message.startswith(
-        "node1 gpu6 (0000:bf:00.0): PCIe link runs x8 at 32 GT/s, device maximum x16")
+        "node1 gpu6 (0000:bf:00.0): PCIe link runs x8 at 32 GT/s, device maximum x16"
+    )
     assert "port above allows x16" in x8.message and x8.value == "x8 at 32 GT/s"
     healthy = one(verdicts, "topology.gpu_nic_affinity", "node3:gpu3")
     assert healthy.outcome is Outcome.PASS
     assert healthy.message == (
-        "node3 gpu3: rail NIC mlx5_3 is PIX to GPU3 (its closest NIC), both on NUMA node 0")
+        "node3 gpu3: rail NIC mlx5_3 is PIX to GPU3 (its closest NIC), both on NUMA node 0"
+    )
     assert one(verdicts, "topology.nic_port", "node3:rail5").message == (
-        "node3 rail5 mlx5_5: ACTIVE/LINK_UP at 400 Gb/s InfiniBand")
+        "node3 rail5 mlx5_5: ACTIVE/LINK_UP at 400 Gb/s InfiniBand"
+    )
     inventory = one(verdicts, "topology.gpu_inventory", "node1")
     assert inventory.message == "node1: 8 x NVIDIA H100 80GB HBM3 (nvidia-smi), as node type h100 expects"
     for v in verdicts:  # every verdict carries the archived evidence it was judged on
@@ -152,11 +172,15 @@ def test_nic_pcie_x8_fault_and_port_down(demo_run: tuple[Site, Path, list[Archiv
     archived = edited(archived, "node1", lambda ev: ev.source == "ibstat", stdout("CA '".join(blocks)))
     verdicts = judged(site, archived)
     assert failing(verdicts) - failing(judged(site, demo_run[2])) == {
-        ("topology.nic_pcie_link", "node4:rail2"), ("topology.nic_port", "node1:rail7")}
+        ("topology.nic_pcie_link", "node4:rail2"),
+        ("topology.nic_port", "node1:rail7"),
+    }
     assert one(verdicts, "topology.nic_pcie_link", "node4:rail2").message.startswith(
-        "node4 rail2 mlx5_2 (0000:53:00.0): PCIe link runs x8 at 32 GT/s, device maximum x16 at 32 GT/s")
+        "node4 rail2 mlx5_2 (0000:53:00.0): PCIe link runs x8 at 32 GT/s, device maximum x16 at 32 GT/s"
+    )
     assert one(verdicts, "topology.nic_port", "node1:rail7").message == (
-        "node1 rail7 mlx5_7: port 1 is DOWN/POLLING, expected ACTIVE/LINK_UP")
+        "node1 rail7 mlx5_7: port 1 is DOWN/POLLING, expected ACTIVE/LINK_UP"
+    )
 
 
 def test_numa_minus_one_judged_by_site_expectation(demo_run: tuple[Site, Path, list[Archived]]) -> None:
@@ -165,8 +189,9 @@ def test_numa_minus_one_judged_by_site_expectation(demo_run: tuple[Site, Path, l
     verdicts = judged(site, archived)
     v = one(verdicts, "topology.gpu_nic_affinity", "node3:gpu0")
     assert v.outcome is Outcome.FAIL
-    assert ("sysfs reports no NUMA node (numa_node=-1) for GPU0 0000:19:00.0 and mlx5_0 0000:18:00.0"
-            in v.message)
+    assert (
+        "sysfs reports no NUMA node (numa_node=-1) for GPU0 0000:19:00.0 and mlx5_0 0000:18:00.0" in v.message
+    )
     assert "expects NUMA information (numa_expected)" in v.message
     assert {s for c, s in failing(verdicts) if s.startswith("node3")} == {f"node3:gpu{k}" for k in range(8)}
     data = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
@@ -184,24 +209,39 @@ def test_real_h200_vm_gpu_checks_judged_nic_checks_skipped() -> None:
     assert outcome[("topology.gpu_inventory", "vm1")] is Outcome.PASS
     assert outcome[("topology.pcie_link", "vm1:gpu1")] is Outcome.PASS
     skipped = [v for v in verdicts if v.outcome is Outcome.SKIP]
-    assert {v.check for v in skipped} == {"topology.gpu_nic_affinity", "topology.nic_port",
-                                          "topology.nic_pcie_link"}
+    assert {v.check for v in skipped} == {
+        "topology.gpu_nic_affinity",
+        "topology.nic_port",
+        "topology.nic_pcie_link",
+    }
     assert all("no RDMA device on this host (/sys/class/infiniband is empty" in v.message for v in skipped)
     assert all(v.evidence for v in verdicts)  # a SKIP too says what it saw (the empty HCA listing)
     assert one(verdicts, "topology.pcie_link", "vm1:gpu0").message == (
-        "vm1 gpu0 (0000:00:06.0): PCIe x16 at 32 GT/s, its maximum")
-    wrong = parse_site(Path("vm.yaml"), {"name": "vm", "nodes": "vm1", "node_types": {"h": {
-        "gpus": 4, "gpu_model": "NVIDIA H100 80GB HBM3", "link_layer": "none"}}})
+        "vm1 gpu0 (0000:00:06.0): PCIe x16 at 32 GT/s, its maximum"
+    )
+    wrong = parse_site(
+        Path("vm.yaml"),
+        {
+            "name": "vm",
+            "nodes": "vm1",
+            "node_types": {"h": {"gpus": 4, "gpu_model": "NVIDIA H100 80GB HBM3", "link_layer": "none"}},
+        },
+    )
     inv = one(judged(wrong, vm_evidence("topology")), "topology.gpu_inventory", "vm1")
     assert inv.outcome is Outcome.FAIL and inv.message == (
         "vm1: nvidia-smi lists 2 GPUs, node type h has 4; "
-        "GPU model NVIDIA H200, expected NVIDIA H100 80GB HBM3")
+        "GPU model NVIDIA H200, expected NVIDIA H100 80GB HBM3"
+    )
 
 
 def test_missing_and_unparsable_evidence_are_errors(demo_run: tuple[Site, Path, list[Archived]]) -> None:
     site, _, archived = demo_run
-    archived = edited(archived, "node2", lambda ev: ev.source == "nvidia-smi-topo",
-                      stdout("GPU0\tGPU1\nGPU0\t X \tPIXNODE\n"))
+    archived = edited(
+        archived,
+        "node2",
+        lambda ev: ev.source == "nvidia-smi-topo",
+        stdout("GPU0\tGPU1\nGPU0\t X \tPIXNODE\n"),
+    )
     verdicts = judged(site, [(e, p) for e, p in archived if e.host != "node4"])
     assert_complete(site, verdicts, PER)
     errors = {(v.check, v.subject) for v in verdicts if v.outcome is Outcome.ERROR}
@@ -209,8 +249,10 @@ def test_missing_and_unparsable_evidence_are_errors(demo_run: tuple[Site, Path, 
     assert node4 <= errors
     assert errors - node4 == {("topology.gpu_nic_affinity", f"node2:gpu{k}") for k in range(8)}
     assert one(verdicts, "topology.gpu_inventory", "node4").message == (
-        "node4: no topology evidence came back from this node")
+        "node4: no topology evidence came back from this node"
+    )
     bad = one(verdicts, "topology.gpu_nic_affinity", "node2:gpu5")
     assert bad.message.startswith(
-        "node2 gpu5: could not parse nvidia-smi topo -m output (raw/probe-nodes/node2.jsonl.gz#topology/")
+        "node2 gpu5: could not parse nvidia-smi topo -m output (raw/probe-nodes/node2.jsonl.gz#topology/"
+    )
     assert "line 2: expected" in bad.message

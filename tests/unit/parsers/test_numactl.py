@@ -68,8 +68,11 @@ def test_no_numa() -> None:
         ("available: 1 nodes (0)\nnode 0 cpus: 0 x\nnode 0 size: 10 MB\nnode 0 free: 5 MB\n", 2),
         ("available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 10 GB\nnode 0 free: 5 MB\n", 3),
         ("available: 3 nodes (0-1)\n", 1),
-        ("available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nnode 0 free: 1 MB\n"
-         "node distances:\nnode   0\n  0:  10  11\n", 7),
+        (
+            "available: 1 nodes (0)\nnode 0 cpus: 0\nnode 0 size: 1 MB\nnode 0 free: 1 MB\n"
+            "node distances:\nnode   0\n  0:  10  11\n",
+            7,
+        ),
     ],
 )
 def test_nonsense_raises_with_line(text: str, line: int) -> None:

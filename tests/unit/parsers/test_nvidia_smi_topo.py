@@ -138,7 +138,9 @@ def test_cli_prints_json() -> None:
     path = str(DATA / "h100-8nic-sglang30401.txt")
     out = subprocess.run(
         [sys.executable, "-m", "clusteraccept.parsers", "nvidia-smi-topo", path],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     d = json.loads(out)
     assert d["nics"][3] == "mlx5_3" and d["links"][0][8] == "PIX"

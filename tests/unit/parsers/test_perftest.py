@@ -92,8 +92,12 @@ def _doc(head: str, rows: str, tail: str = RULE) -> str:
 
 def test_read_bidirectional_old_mb_per_sec_header() -> None:
     # RESULT_FMT before perftest commit 1d202bb (2024) said MB/sec for the same 2^20-byte unit.
-    r = parse(_doc(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]",
-                   " 65536      1000             1000.00            500.00             0.008000"))
+    r = parse(
+        _doc(
+            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]",
+            " 65536      1000             1000.00            500.00             0.008000",
+        )
+    )
     assert r.verb == "RDMA_Read" and r.bidirectional and r.outstand_reads == 16 and r.max_inline_B is None
     assert r.unit == "MB/sec" and r.rows[0].bw_avg_Gbps == pytest.approx(500 * 2**20 * 8 / 1e9)
 
@@ -106,12 +110,18 @@ def test_read_bidirectional_old_mb_per_sec_header() -> None:
         (f"{RULE}\n                    RDMA_Write BW Test\n Dual-port       : OFF\n", 4),  # truncated
         (f"{RULE}\n                    RDMA_Write BW Test\n garbage line here\n", 3),
         (f"{RULE}\n                    RDMA_Write Latency Test\n", 2),
-        (f"{RULE}\n                    RDMA_Write BW Test\n Mtu             : big\n{RULE}\n"
-         " #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 2 5 1.0 1.0 1.0\n"
-         f"{RULE}\n", 3),
-        (f"{RULE}\n                    RDMA_Write BW Test\n Link type       : Infiniband\n{RULE}\n"
-         " #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 2 5 1.0 1.0 1.0\n"
-         f"{RULE}\n", 3),
+        (
+            f"{RULE}\n                    RDMA_Write BW Test\n Mtu             : big\n{RULE}\n"
+            " #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 2 5 1.0 1.0 1.0\n"
+            f"{RULE}\n",
+            3,
+        ),
+        (
+            f"{RULE}\n                    RDMA_Write BW Test\n Link type       : Infiniband\n{RULE}\n"
+            " #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]\n 2 5 1.0 1.0 1.0\n"
+            f"{RULE}\n",
+            3,
+        ),
     ],
 )
 def test_nonsense_raises_with_line(text: str, line: int) -> None:

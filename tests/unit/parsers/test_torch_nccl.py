@@ -72,9 +72,7 @@ def test_every_collective_matches_nccl_tests_sizes_and_formulas(c: str) -> None:
 def test_nccl_tests_view_passes_launch_checks_except_out_of_bounds() -> None:
     view = as_nccl_tests(parse(load("sendrecv")))
     assert view.source_format == "torch-nccl" and view.version is None and view.failure is None
-    failed = {
-        f.name for f in launch_checks(view, expected_hosts=("vm",), expected_nranks=2) if not f.ok
-    }
+    failed = {f.name for f in launch_checks(view, expected_hosts=("vm",), expected_nranks=2) if not f.ok}
     assert failed == {"out_of_bounds"}  # the fallback has no out-of-bounds check: the judge drops that one
 
 
