@@ -18,7 +18,7 @@ unparseable, gets ERROR: nothing was measured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, by_node, failure, last_line
@@ -121,6 +121,21 @@ def _memlock(node: str, ne: NodeEvidence) -> Verdict:
         "PropagateResourceLimits)"
     )
     return expect(check, FAMILY, node, False, msg, value=lock.soft, evidence=(path,))
+
+
+NicPci = Mapping[str, Mapping[str, str]]  # node -> PCI address ("0000:18:00.0") -> EFA device
+
+
+def device_addresses(evidence: Sequence[tuple[Any, str]]) -> dict[str, dict[str, str]]:
+    """Node -> PCI address -> EFA device, from the efa probe's resolved device links."""
+    out: dict[str, dict[str, str]] = {}
+    for ev, _ in evidence:
+        path = ev.path or ""
+        if ev.source != "sysfs-link" or not ev.ok or not path.startswith(IB_CLASS_DIR + "/"):
+            continue
+        device = path[len(IB_CLASS_DIR) + 1 :].split("/", 1)[0]
+        out.setdefault(ev.host, {})[ev.stdout.strip().rsplit("/", 1)[-1].lower()] = device
+    return out
 
 
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:

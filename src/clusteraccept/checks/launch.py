@@ -24,9 +24,10 @@ hide, a slow rail.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from clusteraccept.checks.efa import NicPci
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.launch_record import LaunchRecord
 from clusteraccept.parsers.nccl_debug import NcclConnection, NcclDebug
@@ -129,25 +130,48 @@ def _binding(
     return out
 
 
-def _nics(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
+def _ofi_nics(node: str, debug: NcclDebug, pci: Mapping[str, str]) -> tuple[set[str] | None, str]:
+    """The EFA devices an EFA node's NET channels went through: NCCL's net device G is aws-ofi-nccl's NIC
+    group G, whose "NIC group G device #D <PCI address>" lines name its devices (a p5en's 16 devices in
+    groups of two: NVIDIA/nccl#1597), mapped to names by the efa probe's device links. None: cannot say."""
+    mine = [c for c in debug.net_channels() if c.host == node and c.net_dev is not None]
+    if mine and all(c.net == "Socket" for c in mine):
+        return None, f"its NET channels are TCP sockets, no EFA device (nccl.transport on {node} says why)"
+    used = {c.net_dev for c in mine if c.net in OFI_NETS}
+    if not used:
+        return None, "no NET channel of this node over aws-ofi-nccl in the NCCL log"
+    groups: dict[int, set[str]] = {}
+    for host, group, bdf in debug.ofi_nic_groups:
+        if host == node:
+            groups.setdefault(group, set()).add(bdf)
+    if unknown := sorted(i for i in used if i not in groups):
+        return None, f"the log has no NET/OFI NIC group lines for net device(s) {unknown}"
+    if not pci:
+        return None, "the PCI addresses of this node's EFA devices are unknown (no efa probe evidence)"
+    return {pci.get(b, b) for i in used for b in groups[i]}, ""
+
+
+def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -> list[Finding]:
     step, out = step_id(meta), []
     nodes = meta["nodes"].split(",")
     if len(nodes) < 2:
         return []  # a step inside one node uses no NIC
     for node in nodes:
-        if _fabric(site, node) == "efa":  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
-            why = (
-                "aws-ofi-nccl names the EFA devices it uses by PCI address (NET/OFI NIC group lines), "
-                "which this check does not yet map to the rail's devices"
-            )
-            out.append(Finding("launch.nic", node, None, why, step))
-            continue
-        rails = site.node_type(node).rails
+        rails, kind = site.node_type(node).rails, "device" if _fabric(site, node) == "efa" else "HCA"
         if meta.get("rail"):
-            allowed = {r.hca for r in rails if r.index == int(meta["rail"])}
-            what = f"rail {meta['rail']}'s HCA {', '.join(sorted(allowed))}"
+            allowed = {n for r in rails if r.index == int(meta["rail"]) for n in r.devices}
+            what = f"rail {meta['rail']}'s {kind} {', '.join(sorted(allowed))}"
         else:
-            allowed, what = {r.hca for r in rails}, "a rail HCA of the site"
+            allowed, what = {n for r in rails for n in r.devices}, f"a rail {kind} of the site"
+        if _fabric(site, node) == "efa":  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
+            found, why = _ofi_nics(node, debug, nic_pci.get(node, {}))
+            if found is None:
+                out.append(Finding("launch.nic", node, None, why, step))
+                continue
+            stray = sorted(found - allowed)
+            msg = f"used {', '.join(sorted(found))}" + (f", not {what}: {', '.join(stray)}" if stray else "")
+            out.append(Finding("launch.nic", node, not stray, msg, step))
+            continue
         used = {c.net_dev for c in debug.net_channels() if c.host == node and c.net_dev is not None}
         if not used:
             out.append(Finding("launch.nic", node, None, "no NET channel of this node in the NCCL log", step))
@@ -275,8 +299,10 @@ def step_findings(
     recs: Sequence[LaunchRecord],
     debug: NcclDebug | None,
     result: NcclTestsResult | None,
+    nic_pci: NicPci | None = None,
 ) -> list[Finding]:
-    """Every finding of one step (none for a check its evidence cannot speak to)."""
+    """Every finding of one step (none for a check its evidence cannot speak to). ``nic_pci``: node -> PCI
+    address -> EFA device (checks/efa.device_addresses), how aws-ofi-nccl's NIC group lines are read."""
     # what the suite set: the env words of the step's command line (the template's and the step's own)
     out = _binding(meta, recs, result) + _config(site, meta, recs, env_words(argv)[0])
     if debug is not None and debug.host_versions:
@@ -287,7 +313,7 @@ def step_findings(
             for f in out
         ]
     if debug is not None:
-        out += _nics(site, meta, debug) + _transport(site, meta, debug)
+        out += _nics(site, meta, debug, nic_pci or {}) + _transport(site, meta, debug)
     return out
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from clusteraccept.checks import counters
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
-from clusteraccept.checks.efa import incomplete
+from clusteraccept.checks.efa import NicPci, device_addresses, incomplete
 from clusteraccept.checks.launch import (
     Finding,
     crowded_steps,
@@ -73,7 +73,9 @@ def _expected_hosts(meta: dict[str, str]) -> tuple[str, ...]:
 Judged = tuple[list[Verdict], list[dict[str, Any]], list[Finding]]
 
 
-def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any, list[Verdict]]:
+def _what_ran(
+    site: Site, ev: Evidence, result: Any, nic_pci: NicPci
+) -> tuple[list[Finding], Any, list[Verdict]]:
     """The step's launch findings (checks/launch.py) and its NCCL INFO log (None without one); a garbage
     launch record is an ERROR of its own, the numbers still judged."""
     try:
@@ -85,7 +87,7 @@ def _what_ran(site: Site, ev: Evidence, result: Any) -> tuple[list[Finding], Any
     except ParseError as exc:
         bad = error("launch.binding", FAMILY, step_id(ev.meta), f"unreadable launch record: {exc}")
         return [], debug, [bad]
-    return step_findings(site, ev.meta, ev.argv or (), recs, debug, result), debug, []
+    return step_findings(site, ev.meta, ev.argv or (), recs, debug, result, nic_pci), debug, []
 
 
 def _timed_out(ev: Evidence) -> str:
@@ -109,7 +111,7 @@ def _timed_out(ev: Evidence) -> str:
     return msg
 
 
-def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
+def judge_step(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = None) -> Judged:
     """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings."""
     meta = ev.meta
     subject = step_id(meta)
@@ -157,7 +159,7 @@ def judge_step(site: Site, ev: Evidence, path: str) -> Judged:
             _failed_row(meta, "error"),
             [],
         )
-    ran, debug, unreadable = _what_ran(site, ev, result)
+    ran, debug, unreadable = _what_ran(site, ev, result, nic_pci or {})
     # NVLS and CollNet/SHARP reduce in the switch: their busbw may exceed the point-to-point ceiling
     # (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")
     in_network = debug is not None and (debug.nvls_used() or debug.collnet_used())
@@ -502,17 +504,18 @@ def localization_verdicts(
 
 
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
-_SHARED: tuple[Site, list[tuple[Evidence, str]]] | None = None  # what forked workers read (copy-on-write)
+# what forked workers read (copy-on-write)
+_SHARED: tuple[Site, list[tuple[Evidence, str]], NicPci] | None = None
 
 
 def _judge_range(bounds: tuple[int, int]) -> Judged:
     assert _SHARED is not None
-    site, steps = _SHARED
+    site, steps, nic_pci = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
     for ev, path in steps[bounds[0] : bounds[1]]:
-        vs, rs, fs = judge_step(site, ev, path)
+        vs, rs, fs = judge_step(site, ev, path, nic_pci)
         verdicts.extend(vs)
         rows.extend(rs)
         findings.extend(fs)
@@ -537,21 +540,21 @@ def _may_fork() -> bool:
         return False
 
 
-def judge_steps(site: Site, steps: list[tuple[Evidence, str]]) -> Judged:
+def judge_steps(site: Site, steps: list[tuple[Evidence, str]], nic_pci: NicPci | None = None) -> Judged:
     """:func:`judge_step` over every step, in order: spread over the cores (forked workers, each judging a
     contiguous range) when there are many. Parsing is most of it: 300 us per step, 4 million steps at
     16,384 nodes."""
     global _SHARED
     workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
-        _SHARED = (site, steps)
+        _SHARED = (site, steps, nic_pci or {})
         try:
             return _judge_range((0, len(steps)))
         finally:
             _SHARED = None
     chunk = -(-len(steps) // (workers * 4))
     bounds = [(i, min(i + chunk, len(steps))) for i in range(0, len(steps), chunk)]
-    _SHARED = (site, steps)
+    _SHARED = (site, steps, nic_pci or {})
     try:
         with mp.get_context("fork").Pool(workers) as pool:
             parts = pool.map(_judge_range, bounds)
@@ -586,7 +589,8 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
 
 def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
-    verdicts, rows, findings = judge_steps(site, steps)
+    # where an EFA node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
+    verdicts, rows, findings = judge_steps(site, steps, device_addresses(evidence))
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)

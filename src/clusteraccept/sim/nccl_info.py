@@ -9,6 +9,9 @@ tasks' stdout into the step's; the simulator prints them all from rank 0 (the ot
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from clusteraccept import hostio
 from clusteraccept.sim.fabric import Fabric, mnnvl, physical_gpu, sockets
 from clusteraccept.sim.nccl_tests_options import rails_from_hca
@@ -71,7 +74,7 @@ def info_lines(
         if stray and stray not in hcas:
             hcas.append(stray)
         if multi and fab.net == "ofi":
-            out += ofi_lines(fab, host, pre, rank, len(node.rails))
+            out += ofi_lines(fab, host, pre, rank, _nic_addresses(env, host, node.rails))
         elif multi:
             devs = " ".join(f"[{i}]{hca}:1/{link_layer}" for i, hca in enumerate(hcas))
             out += [
@@ -120,7 +123,17 @@ OFI_NET = "Libfabric"  # aws-ofi-nccl's plugin name since 1.13.0-aws (src/nccl_o
 OFI_VERSION = "1.16.2"  # the version of the real capture (tests/data/nccl-debug/eks-g6e-...)
 
 
-def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nics: int) -> list[str]:
+def _nic_addresses(env: dict[str, str], host: str, nics: tuple[str, ...]) -> list[str]:
+    """Each rail NIC's PCI address on ``host``, where its simulated sysfs link leads (the host profile);
+    none without a profile (an in-process run): the log then names no NIC group, as a quieter one would."""
+    root = env.get("CLUSTERACCEPT_HOST_PROFILE")
+    if not root:
+        return []
+    links = [Path(root) / host / "fs/sys/class/infiniband" / nic / "device" for nic in nics]
+    return [os.path.basename(os.path.realpath(p)) for p in links if p.exists()]
+
+
+def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nic_bdfs: list[str]) -> list[str]:
     """A rank's net plugin lines on an EFA node, in the forms of the real captures (tests/data/nccl-debug/:
     the g6e fallback, the p5en excerpt): aws-ofi-nccl loaded and its efa provider selected; on an
     ``ofi_no_provider`` node it finds none and NCCL takes sockets; on ``ofi_plugin_missing`` NCCL finds no
@@ -144,11 +157,10 @@ def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nics: int) -> list[st
             f"{warn} NET/OFI aws-ofi-nccl initialization failed",
             *sock,
         ]
-    return [
-        *loaded,
-        f"{pre} NET/OFI Selected provider is efa, fabric is efa (found {nics} nics)",
-        f"{pre} Using network {OFI_NET}",
-    ]
+    # one NIC group per GPU, its EFA device (the simulated node has one per GPU): NCCL's net device k
+    groups = [f"{pre} NET/OFI NIC group {k} device #0 {bdf}" for k, bdf in enumerate(nic_bdfs)]
+    selected = f"{pre} NET/OFI Selected provider is efa, fabric is efa (found {len(nic_bdfs)} nics)"
+    return [*loaded, selected, *groups, f"{pre} Using network {OFI_NET}"]
 
 
 # Model assumption, not a measurement: SHARP reduces in the switch, so an all_reduce's data crosses each

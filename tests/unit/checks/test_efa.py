@@ -205,3 +205,39 @@ def test_transport_on_efa_names_why_nccl_took_sockets_from_the_real_fallback_log
     tcp = ofi.replace("provider is efa,", "provider is tcp,")
     f = _transport(s, tcp, "llama-3-8b-node-0-0,node2")["node2"]
     assert f.ok is False and f.message == "aws-ofi-nccl selected libfabric provider tcp, not efa"
+
+
+def test_nic_of_an_efa_rail_step_read_from_aws_ofi_nccl_nic_groups() -> None:
+    s = site([])
+    pre = "node2:1:1 [0] NCCL INFO"
+    text = (
+        f"{pre} NET/OFI NIC group 0 device #0 0000:18:00.0\n"
+        f"{pre} NET/OFI NIC group 1 device #0 0000:28:00.0\n"
+        f"{pre} Channel 00/0 : 0[3] -> 1[3] [send] via NET/Libfabric/1/GDRDMA\n"
+    )
+    pci = {"node2": {"0000:18:00.0": "rdmap24s0", "0000:28:00.0": "rdmap40s0"}}
+    meta = {"subject": "node1-node2:rail1", "collective": "sendrecv", "nodes": "node1,node2", "kind": "pair"}
+    meta["rail"] = "1"
+    found = step_findings(s, meta, [], [], nccl_debug.parse(text), None, pci)
+    nic = {f.node: f for f in found if f.check == "launch.nic"}
+    assert nic["node2"].ok is True and nic["node2"].message == "used rdmap40s0"
+    assert nic["node1"].ok is None  # no line of node1's in this log
+    meta["rail"], meta["subject"] = "0", "node1-node2:rail0"  # rail 0's step went through rail 1's device
+    nic = {
+        f.node: f
+        for f in step_findings(s, meta, [], [], nccl_debug.parse(text), None, pci)
+        if f.check == "launch.nic"
+    }
+    assert (
+        nic["node2"].ok is False
+        and nic["node2"].message == "used rdmap40s0, not rail 0's device rdmap24s0: rdmap40s0"
+    )
+    nic = {
+        f.node: f
+        for f in step_findings(s, meta, [], [], nccl_debug.parse(text), None, {})
+        if f.check == "launch.nic"
+    }
+    assert (
+        nic["node2"].ok is None
+        and "PCI addresses of this node's EFA devices are unknown" in nic["node2"].message
+    )
