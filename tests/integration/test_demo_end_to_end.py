@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from vcsite import demo_site_text
 
 from clusteraccept.jobs.archive import load_all
@@ -33,11 +34,17 @@ EXPECTED_FAILURES = {  # one item per family and node or block (judge/items.py)
 
 
 def run_demo(
-    vcluster: Any, tmp_path: Path, *args: str, slurm: str = "", name: str = "demo", baselines: bool = True
+    vcluster: Any,
+    tmp_path: Path,
+    *args: str,
+    slurm: str = "",
+    name: str = "demo",
+    baselines: bool = True,
+    text: str | None = None,
 ) -> tuple[set[str], Path]:
     """``pytest suites/ --site=<the demo on this cluster>``: the failed item ids and the run directory
-    (``baselines=False``: the demo's site file without its baselines section)."""
-    site = demo_site_text(vcluster, name.removesuffix("-nobase"))
+    (``baselines=False``: the demo's site file without its baselines section; ``text``: this site file)."""
+    site = text if text is not None else demo_site_text(vcluster, name.removesuffix("-nobase"))
     if not baselines:
         site = site.split("\nbaselines:\n", 1)[0] + "\n"
         site = site.replace("name: demo\n", f"name: {name}\n", 1)
@@ -157,6 +164,39 @@ def test_launch_faults_fail_exactly_their_verdicts(vcluster: Any, tmp_path: Path
     assert all(v["outcome"] == "skip" for v in not_judged)
     blamed = [v for v in verdicts if v["check"] == "nccl.localization" and v["outcome"] == "fail"]
     assert not blamed, blamed
+
+
+def test_efa_node_type_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+    """demo-efa's EFA node type on the cluster's 4 nodes (real sbatch and srun: the probe job's fi_info and
+    limits, the snapshot steps' EFA hw_counters, the rail steps without NCCL_IB_HCA): a device gone, the
+    plugin finding no efa provider and memlock limited each fail their own check; nothing else fails."""
+    demo = yaml.safe_load(demo_site_text(vcluster))
+    site = yaml.safe_load((REPO / "site-configs" / "demo-efa.yaml").read_text())
+    sim = str(tmp_path / "sim")
+    site.update(name="demo-efa-vc", slurm=demo["slurm"], nodes=demo["nodes"], blocks=demo["blocks"])
+    site["env"] = {k: v.replace("{repo}/.vcluster/sim/demo-efa", sim) for k, v in site["env"].items()}
+    site["tools"]["nccl_tests_bin"] = f"{sim}/nccl-tests"
+    site["sim"]["faults"] = [
+        {"kind": "efa_device_missing", "node": "node1", "gpu": 3},
+        {"kind": "ofi_no_provider", "node": "node2"},
+        {"kind": "memlock_limited", "node": "node4"},
+    ]
+    failed, run = run_demo(vcluster, tmp_path, name="demo-efa-vc", text=yaml.safe_dump(site))
+    assert failed == {
+        "suites/test_efa.py::test_efa[node1]",
+        "suites/test_efa.py::test_efa[node4]",
+        "suites/test_nccl_nodes.py::test_nccl_node[node2]",
+    }
+    results = record.load(run)
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    bad = {(v["check"], v["subject"]) for v in results["verdicts"] if v["outcome"] in ("fail", "error")}
+    assert bad == {("efa.devices", "node1"), ("efa.memlock", "node4"), ("nccl.transport", "node2")}, bad
+    link = next(
+        v for v in results["verdicts"] if v["check"] == "nccl.link_errors" and v["subject"] == "node3:rail0"
+    )
+    assert link["outcome"] == "pass" and "no EFA error counter rose" in link["message"], link
+    nic = next(v for v in results["verdicts"] if v["check"] == "launch.nic" and v["subject"] == "node4")
+    assert nic["outcome"] == "pass", nic
 
 
 def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(

@@ -137,7 +137,7 @@ def _ofi_nics(node: str, debug: NcclDebug, pci: Mapping[str, str]) -> tuple[set[
     mine = [c for c in debug.net_channels() if c.host == node and c.net_dev is not None]
     if mine and all(c.net == "Socket" for c in mine):
         return None, f"its NET channels are TCP sockets, no EFA device (nccl.transport on {node} says why)"
-    used = {c.net_dev for c in mine if c.net in OFI_NETS}
+    used = {c.net_dev for c in mine if c.net in OFI_NETS and c.net_dev is not None}
     if not used:
         return None, "no NET channel of this node over aws-ofi-nccl in the NCCL log"
     groups: dict[int, set[str]] = {}
