@@ -174,9 +174,7 @@ def judge_all(
             evidence += [(ev, p) for ev, p in archived.get("nvlink", []) if ev.source == "nvidia-smi-q"]
             # nor are those of a node short of an EFA device (checks/efa.incomplete); the devices' PCI
             # addresses say which ones aws-ofi-nccl used (launch.nic)
-            evidence += [
-                (ev, p) for ev, p in archived.get("efa", []) if ev.source in ("fi_info", "sysfs-link")
-            ]
+            evidence += [(ev, p) for ev, p in archived.get("efa", []) if ev.source != "proc-limits"]
         if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))

@@ -141,7 +141,7 @@ def device_addresses(evidence: Sequence[tuple[Any, str]]) -> dict[str, dict[str,
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:
     """Node -> why its nccl steps are not judged: efa.devices fails there (a device short, none offered)."""
     out = {}
-    for node, ne in by_node([a for a in evidence if a[0].source == "fi_info"]).items():
+    for node, ne in by_node([a for a in evidence if a[0].meta.get("check") == FAMILY]).items():
         try:
             if site.node_type(node).efa is None:
                 continue

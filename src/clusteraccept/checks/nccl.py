@@ -596,7 +596,7 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
-    short = incomplete(site, [a for a in evidence if a[0].source == "fi_info"])
+    short = incomplete(site, evidence)
     down |= short
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)

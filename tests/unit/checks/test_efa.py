@@ -62,7 +62,7 @@ def test_healthy_efa_nodes_pass_and_a_missing_device_and_memlock_fail_exactly(tm
     ok = next(v for v in verdicts if (v.check, v.subject) == ("efa.devices", "node2"))
     assert ok.message.startswith("node2: 8 EFA devices (rdmap24s0, rdmap40s0, rdmap83s0, rdmap92s0, ...)")
     # the nccl steps of node1 are not judged: its missing device is the finding
-    assert set(incomplete(s, [a for a in probe["efa"] if a[0].source == "fi_info"])) == {"node1"}
+    assert set(incomplete(s, probe["efa"])) == {"node1"}
     # topology leaves the missing device to efa.devices, and judges the rest as on any node
     topo = {(v.check, v.subject): v for v in checks.judge("topology", s, probe["topology"], s.nodes)}
     assert topo["topology.gpu_nic_affinity", "node1:gpu3"].outcome is Outcome.SKIP
@@ -95,6 +95,7 @@ def test_no_efa_provider_a_port_down_and_broken_evidence(tmp_path: Path) -> None
     )
     gone = [a for a in down if not (a[0].host == "node7" and a[0].source == "proc-limits")]
     bad = failing(checks.judge("efa", s, gone, s.nodes))
+    assert set(incomplete(s, gone)) == {"node2", "node5"}  # no provider, a port down (node3/4: unknown)
     assert bad["efa.devices", "node2"].outcome is Outcome.FAIL
     assert (
         "libfabric offers no EFA provider (fi_info -p efa: fi_getinfo: -61)"
