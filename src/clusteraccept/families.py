@@ -29,6 +29,10 @@ FAMILIES = (
     Family("roce", probed=True, judged=True, junit_suites=("roce",), about="RoCE lossless configuration"),
     # AWS EFA (fabric: efa): the devices libfabric offers, their ports, the job's locked-memory limit
     Family("efa", probed=True, judged=True, junit_suites=("efa",), about="AWS EFA devices and limits"),
+    # HPE Slingshot (fabric: slingshot): the cxi NICs libfabric offers, their links, the job's environment
+    Family(
+        "slingshot", probed=True, judged=True, junit_suites=("slingshot",), about="HPE Slingshot NICs and env"
+    ),
     # SHARP: sharp_hello on the nodes, and the SHARP on/off all_reduce rounds of the campaigns.
     Family("sharp", probed=True, judged=True, junit_suites=("sharp",), about="SHARP checks"),
     # Measured by the campaigns' srun steps (plan/), not by the probe job.

@@ -175,6 +175,9 @@ def judge_all(
             # nor are those of a node short of an EFA device (checks/efa.incomplete); the devices' PCI
             # addresses say which ones aws-ofi-nccl used (launch.nic)
             evidence += [(ev, p) for ev, p in archived.get("efa", []) if ev.source != "proc-limits"]
+            # and a Slingshot node short of a NIC or with a link down (checks/slingshot.incomplete), whose
+            # cxi NICs' PCI addresses say which ones aws-ofi-nccl used
+            evidence += [(ev, p) for ev, p in archived.get("slingshot", []) if ev.source != "job-env"]
         if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
@@ -396,6 +399,10 @@ def probe_options(site: Site) -> dict[str, object]:
         "roce": site.roce is not None,
         # the nodes whose type is fabric: efa (probes/efa.py collects nothing elsewhere)
         "efa_nodes": {n: True for n in site.nodes if site.node_type(n).fabric == "efa"},
+        # the nodes whose type is fabric: slingshot, with the variables their jobs must get (its env)
+        "slingshot_nodes": {
+            n: {"env": [k for k, _ in ss.env]} for n in site.nodes if (ss := site.node_type(n).slingshot)
+        },
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {
             # nvidia-fabricmanager runs on an HGX node; an NVL72 rack's fabric manager on its NVLink

@@ -371,6 +371,27 @@ def bind_cpus(cpus: frozenset[int]) -> frozenset[int]:
     return cpus if forced is None else frozenset(forced)
 
 
+def environ(names: Sequence[str]) -> Evidence:
+    """The values this process's environment gives ``names`` (only those: a job's environment holds
+    credentials), one ``NAME=value`` line each, the unset ones left out. In a host profile: this process's
+    environment changed by its ``environ.json`` (name -> value, or null where that node's jobs lack it)."""
+    env = dict(os.environ)
+    profile = _profile_dir()
+    if profile is not None:
+        try:
+            changes: dict[str, str | None] = json.loads((profile / "environ.json").read_text())
+        except OSError:
+            changes = {}
+        env.update({k: v for k, v in changes.items() if v is not None})
+        for k in (k for k, v in changes.items() if v is None):
+            env.pop(k, None)
+    lines = "".join(f"{n}={env[n]}\n" for n in names if n in env)
+    return Evidence(hostname(), "job-env", path=ENVIRON, returncode=0, stdout=lines)
+
+
+ENVIRON = "/proc/self/environ"  # what environ() reads (proc(5)), named in its Evidence
+
+
 def _profile_affinity(profile: Path) -> dict[str, list[int]]:
     try:
         found: dict[str, list[int]] = json.loads((profile / "affinity.json").read_text())

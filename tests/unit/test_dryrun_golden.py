@@ -38,7 +38,8 @@ def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "site_name", ["example-h100-ib", "example-roce", "example-gb200-nvl72", "example-efa", "demo"]
+    "site_name",
+    ["example-h100-ib", "example-roce", "example-gb200-nvl72", "example-efa", "example-slingshot", "demo"],
 )
 def test_dry_run_scripts_match_golden(tmp_path: Path, site_name: str) -> None:
     site = load_site(site_name, REPO_ROOT / "site-configs")

@@ -53,7 +53,14 @@ def _described(rows: pd.DataFrame, me: tuple[str, ...]) -> str:
         rows["a"], rows["b"], rows["rail"], rows["busbw_GBps"], rows["failed"], strict=True
     ):
         other = b if a in me else a
-        bw = "did not run" if failed == "error" else f"{float(bw_GBps):.1f} GB/s"
+        # a step that ran and failed (an init error, a launch check) has no number
+        bw = (
+            "did not run"
+            if failed == "error"
+            else "failed"
+            if pd.isna(bw_GBps)
+            else f"{float(bw_GBps):.1f} GB/s"
+        )
         parts.append(f"{other if len(me) == 1 else f'{a}-{b}'} rail {int(rail)} {bw}")
     return ", ".join(parts[:6]) + (" ..." if len(parts) > 6 else "")
 

@@ -18,13 +18,14 @@ unparseable, gets ERROR: nothing was measured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, by_node, failure, last_line
+from clusteraccept.checks import libfabric
+from clusteraccept.checks.hostfacts import NodeEvidence, by_node, last_line
 from clusteraccept.errors import ParseError
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
-from clusteraccept.parsers import fi_info, proc_limits
+from clusteraccept.parsers import proc_limits
 from clusteraccept.probes.efa import LIMITS, PROVIDER
 from clusteraccept.probes.topology import IB_CLASS_DIR
 from clusteraccept.site.model import Site
@@ -33,51 +34,25 @@ FAMILY = "efa"
 CHECKS = ("efa.devices", "efa.memlock")
 
 
-def _fi_info(ne: NodeEvidence) -> tuple[fi_info.FiInfo | None, str | None, bool]:
-    """(listing, why not, whether the why is a finding): fi_getinfo -61 is one (no EFA provider here),
-    a missing or unreadable fi_info is not (nothing was measured)."""
-    item = ne.command("fi_info")
-    if item is None:
-        return None, "no fi_info evidence came back", False
-    ev, path = item
-    if ev.returncode in CANNOT_RUN:
-        return None, failure("fi_info", ev) + " (the EFA installer puts it in /opt/amazon/efa/bin)", False
-    if ev.returncode != 0:
-        found = "fi_getinfo" in ev.stderr + ev.stdout
-        why = f"libfabric offers no EFA provider (fi_info -p efa: {last_line(ev)})"
-        return None, why if found else failure("fi_info", ev), found
-    try:
-        return fi_info.parse(ev.stdout), None, False
-    except ParseError as exc:
-        return None, f"could not parse fi_info output ({path}): {exc}", False
-
-
 def _problems(site: Site, node: str, ne: NodeEvidence) -> tuple[list[str] | None, str]:
     """What is wrong with the node's EFA devices (None: cannot be judged), and what was seen."""
     nt = site.node_type(node)
     assert nt.efa is not None
-    info, why, finding = _fi_info(ne)
+    info, why, finding = libfabric.listing(
+        ne, PROVIDER, "EFA", "the EFA installer puts it in /opt/amazon/efa/bin"
+    )
     if info is None:
         why = why or "fi_info gave nothing"
         return ([why] if finding else None), why
     devices = info.devices(PROVIDER)
-    problems = []
-    if len(devices) != nt.efa.devices:
-        problems.append(
-            f"fi_info -p efa offers {len(devices)} EFA devices, node type {nt.name} has {nt.efa.devices}"
-        )
-    for r in nt.rails:
-        missing = [n for n in r.devices if n not in devices]
-        if missing:
-            problems.append(f"rail {r.index} (GPU{r.gpu})'s {', '.join(missing)} absent")
+    problems = libfabric.inventory(nt, devices, nt.efa.devices, "EFA")
     for dev in devices:
         state = ne.text(f"{IB_CLASS_DIR}/{dev}/ports/1/state")
         if state is not None and not state.endswith("ACTIVE"):
             problems.append(f"{dev} port 1 is {state}, expected ACTIVE")
         elif state is None and ne.listing(IB_CLASS_DIR) is not None:
             problems.append(f"{dev} is not in {IB_CLASS_DIR} (or its port state is unreadable)")
-    seen = f"{len(devices)} EFA devices ({', '.join(devices[:4])}{', ...' if len(devices) > 4 else ''})"
-    return problems, seen
+    return problems, libfabric.seen(devices, "EFA")
 
 
 def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
@@ -121,21 +96,6 @@ def _memlock(node: str, ne: NodeEvidence) -> Verdict:
         "PropagateResourceLimits)"
     )
     return expect(check, FAMILY, node, False, msg, value=lock.soft, evidence=(path,))
-
-
-NicPci = Mapping[str, Mapping[str, str]]  # node -> PCI address ("0000:18:00.0") -> EFA device
-
-
-def device_addresses(evidence: Sequence[tuple[Any, str]]) -> dict[str, dict[str, str]]:
-    """Node -> PCI address -> EFA device, from the efa probe's resolved device links."""
-    out: dict[str, dict[str, str]] = {}
-    for ev, _ in evidence:
-        path = ev.path or ""
-        if ev.source != "sysfs-link" or not ev.ok or not path.startswith(IB_CLASS_DIR + "/"):
-            continue
-        device = path[len(IB_CLASS_DIR) + 1 :].split("/", 1)[0]
-        out.setdefault(ev.host, {})[ev.stdout.strip().rsplit("/", 1)[-1].lower()] = device
-    return out
 
 
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:

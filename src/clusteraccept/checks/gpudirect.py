@@ -38,7 +38,7 @@ from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
 from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES
-from clusteraccept.probes.topology import IB_CLASS_DIR, PCI_DEVICES
+from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR, PCI_DEVICES
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
 
@@ -57,18 +57,30 @@ def driver_flavor(text: str | None) -> tuple[str | None, str | None]:
 
 
 def _no_hca(ne: NodeEvidence) -> bool:
-    names = ne.listing(IB_CLASS_DIR)
+    """No rail NIC at all: /sys/class/infiniband empty (/sys/class/cxi on a Slingshot node)."""
+    names = ne.listing(_class_dir(ne))
     return names is not None and not names
 
 
+def _class_dir(ne: NodeEvidence) -> str:
+    """Where this node's rail NICs are: the probe lists /sys/class/cxi only on a Slingshot node."""
+    return CXI_CLASS_DIR if ne.listing(CXI_CLASS_DIR) is not None else IB_CLASS_DIR
+
+
 def _ib_ev(ne: NodeEvidence) -> tuple[str, ...]:
-    """The archived listing of /sys/class/infiniband (the evidence of "no RDMA device")."""
-    path = ne.archived(IB_CLASS_DIR)
+    """The archived listing of the NICs' class (the evidence of "no RDMA device")."""
+    path = ne.archived(_class_dir(ne))
     return (path,) if path else ()
 
 
 def _no_rdma(node: str) -> str:
     return f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty): GPUDirect RDMA does not apply"
+
+
+# nvidia-peermem is ib_core's peer-memory client, and perftest's ib_write_bw an ibverbs program (NVIDIA
+# GPUDirect RDMA docs; perftest README): neither applies to a Slingshot NIC, which is no ibverbs device.
+# GPU memory reaching the NIC is read from the NCCL log there (gpudirect.nccl_gdrdma: /GDRDMA).
+NOT_VERBS = "a Slingshot NIC is no ibverbs device"
 
 
 def _peermem(node: str, ne: NodeEvidence) -> Verdict:
@@ -157,7 +169,7 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     bad: list[str] = []
     checked: list[str] = []
     for r in rails:
-        nic_path = ne.link(f"{IB_CLASS_DIR}/{r.hca}/device")
+        nic_path = ne.link(f"{_class_dir(ne)}/{r.hca}/device")
         if nic_path is None:
             return skip(check, FAMILY, subject, f"{node} gpu{k}: rail NIC {r.hca} is absent (see topology)")
         for bdf in _path_bridges(gpu_path, nic_path):
@@ -248,6 +260,10 @@ def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
     for r in site.node_type(node).rails:
         check, subject = "gpudirect.write_bw", rail_subject(node, r.index)
         who = f"{node} rail{r.index} {r.hca}<->GPU{r.gpu}"
+        if site.node_type(node).fabric == "slingshot":
+            why = f"{who}: ib_write_bw is an ibverbs benchmark and {NOT_VERBS} (gpudirect.nccl_gdrdma judges"
+            out.append(skip(check, FAMILY, subject, why + " GPU memory over it)"))
+            continue
         if _no_hca(ne):
             out.append(skip(check, FAMILY, subject, _no_rdma(node), _ib_ev(ne)))
             continue
@@ -351,6 +367,8 @@ def _index_logs(logs: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> _Logs:
     for i, (ev, path) in enumerate(logs):
         if wanted <= first.keys():
             break
+        if not ev.ok:  # a step that failed (at init: nccl.transport says why) shows no channel to judge
+            continue
         result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
         if result is None:
             unparsable = unparsable or (i, str(why), path)
@@ -393,7 +411,12 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs) -> Verdict:
 
 def _node(site: Site, node: str, ne: NodeEvidence, logs: _Logs) -> list[Verdict]:
     addrs, why = gpu_addresses(ne)
-    out = [_peermem(node, ne), _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
+    peermem = (
+        skip("gpudirect.peermem", FAMILY, node, f"{node}: nvidia-peermem serves ibverbs drivers; {NOT_VERBS}")
+        if site.node_type(node).fabric == "slingshot"
+        else _peermem(node, ne)
+    )
+    out = [peermem, _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
     for k in range(site.node_type(node).gpus):
         if _no_hca(ne):
             out.append(skip("gpudirect.acs", FAMILY, gpu_subject(node, k), _no_rdma(node), _ib_ev(ne)))

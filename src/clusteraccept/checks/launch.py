@@ -27,14 +27,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from clusteraccept.checks.efa import NicPci
+from clusteraccept.checks.libfabric import NicPci
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.launch_record import LaunchRecord
 from clusteraccept.parsers.nccl_debug import NcclConnection, NcclDebug
 from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 from clusteraccept.plan.commands import env_words
-from clusteraccept.probes.efa import PROVIDER
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import LIBFABRIC_PROVIDER
 
 FAMILY = "nccl"
 CHECKS = ("launch.binding", "launch.nic", "nccl.transport", "nccl.config")
@@ -131,12 +131,13 @@ def _binding(
 
 
 def _ofi_nics(node: str, debug: NcclDebug, pci: Mapping[str, str]) -> tuple[set[str] | None, str]:
-    """The EFA devices an EFA node's NET channels went through: NCCL's net device G is aws-ofi-nccl's NIC
-    group G, whose "NIC group G device #D <PCI address>" lines name its devices (a p5en's 16 devices in
-    groups of two: NVIDIA/nccl#1597), mapped to names by the efa probe's device links. None: cannot say."""
+    """The devices an EFA or Slingshot node's NET channels went through: NCCL's net device G is
+    aws-ofi-nccl's NIC group G, whose "NIC group G device #D <PCI address>" lines name its devices (a
+    p5en's 16 devices in groups of two: NVIDIA/nccl#1597), mapped to names by the efa or slingshot probe's
+    device links. None: cannot say."""
     mine = [c for c in debug.net_channels() if c.host == node and c.net_dev is not None]
     if mine and all(c.net == "Socket" for c in mine):
-        return None, f"its NET channels are TCP sockets, no EFA device (nccl.transport on {node} says why)"
+        return None, f"its NET channels are TCP sockets, no fabric device (nccl.transport on {node} says why)"
     used = {c.net_dev for c in mine if c.net in OFI_NETS and c.net_dev is not None}
     if not used:
         return None, "no NET channel of this node over aws-ofi-nccl in the NCCL log"
@@ -147,7 +148,10 @@ def _ofi_nics(node: str, debug: NcclDebug, pci: Mapping[str, str]) -> tuple[set[
     if unknown := sorted(i for i in used if i not in groups):
         return None, f"the log has no NET/OFI NIC group lines for net device(s) {unknown}"
     if not pci:
-        return None, "the PCI addresses of this node's EFA devices are unknown (no efa probe evidence)"
+        return (
+            None,
+            "the PCI addresses of this node's devices are unknown (no efa or slingshot probe evidence)",
+        )
     return {pci.get(b, b) for i in used for b in groups[i]}, ""
 
 
@@ -157,13 +161,14 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
     if len(nodes) < 2:
         return []  # a step inside one node uses no NIC
     for node in nodes:
-        rails, kind = site.node_type(node).rails, "device" if _fabric(site, node) == "efa" else "HCA"
+        ofi = _fabric(site, node) in LIBFABRIC_PROVIDER
+        rails, kind = site.node_type(node).rails, "device" if ofi else "HCA"
         if meta.get("rail"):
             allowed = {n for r in rails if r.index == int(meta["rail"]) for n in r.devices}
             what = f"rail {meta['rail']}'s {kind} {', '.join(sorted(allowed))}"
         else:
             allowed, what = {n for r in rails for n in r.devices}, f"a rail {kind} of the site"
-        if _fabric(site, node) == "efa":  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
+        if ofi:  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
             found, why = _ofi_nics(node, debug, nic_pci.get(node, {}))
             if found is None:
                 out.append(Finding("launch.nic", node, None, why, step))
@@ -193,14 +198,19 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
     expect, step, out = site.nccl.expect, step_id(meta), []
     for node in meta["nodes"].split(","):
         mine = [c for c in debug.connections if c.host == node]
+        asked = [net for h, net in debug.net_not_found if h == node]
+        if not mine and asked:  # NCCL_NET names a network NCCL could not load: the step failed at init
+            why = f"NCCL_NET asks for network {asked[0]!r}, which NCCL did not find (the step failed at init)"
+            out.append(Finding("nccl.transport", node, False, why + _socket_cause(site, node, debug), step))
+            continue
         if not mine:
             out.append(Finding("nccl.transport", node, None, "no connection lines of this node", step))
             continue
         bad = []
         if any(c.transport == "NET/Socket" for c in mine):
             bad.append("NET/Socket: NCCL fell back to TCP sockets" + _socket_cause(site, node, debug))
-        elif _fabric(site, node) == "efa":
-            bad += _off_ofi(node, mine, debug)
+        elif (provider := LIBFABRIC_PROVIDER.get(_fabric(site, node) or "")) is not None:
+            bad += _off_ofi(node, mine, debug, provider)
         if expect.intra_node == "p2p" and any(c.family == "SHM" for c in mine):
             bad.append("GPU to GPU over SHM (host memory) inside the node, not P2P (NVLink/PCIe)")
         # NVLS reduces over the NVLink switch: only a step with several GPUs per node can engage it;
@@ -221,8 +231,9 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
 
 
 # The names aws-ofi-nccl's NCCL net plugin gives itself: "Libfabric" from 1.13.0-aws, "AWS Libfabric"
-# before (aws/aws-ofi-nccl commit 7c014f0d, src/nccl_ofi_interface_nvidia.cpp)
-OFI_NETS = ("Libfabric", "AWS Libfabric")
+# before (aws/aws-ofi-nccl commit 7c014f0d, src/nccl_ofi_interface_nvidia.cpp), and what it renames itself
+# to when NCCL_NET asks for "AWS Libfabric" (HPE's and CSCS's Slingshot setting) or "OFI"
+OFI_NETS = ("Libfabric", "AWS Libfabric", "OFI")
 
 
 def _fabric(site: Site, node: str) -> str | None:
@@ -233,16 +244,21 @@ def _fabric(site: Site, node: str) -> str | None:
         return None
 
 
+_LABEL = {"efa": "EFA"}  # how a provider is named to a person where its fi_info name is not it
+
+
 def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
-    """Why an EFA node's NCCL took sockets, as its own log lines say."""
-    if _fabric(site, node) != "efa":
+    """Why an EFA or Slingshot node's NCCL took sockets, as its own log lines say."""
+    provider = LIBFABRIC_PROVIDER.get(_fabric(site, node) or "")
+    if provider is None:
         return ""
     if node in debug.ofi_no_provider:
         versions = debug.of_host("ofi_versions", node)
         which = f" {versions[0]}" if versions else ""
         return (
-            f": aws-ofi-nccl{which} found no EFA provider (NET/OFI 'No eligible providers were found'; the "
-            "job's libfabric, e.g. a container's, may lack the efa provider)"
+            f": aws-ofi-nccl{which} found no {_LABEL.get(provider, provider)} provider (NET/OFI 'No "
+            "eligible providers were "
+            f"found'; the job's libfabric, e.g. a container's, may lack the {provider} provider)"
         )
     missing = [lib for h, lib in debug.net_plugin_missing if h == node]
     if missing or not debug.of_host("net_plugins", node):
@@ -253,13 +269,14 @@ def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
     return ""
 
 
-def _off_ofi(node: str, mine: Sequence[NcclConnection], debug: NcclDebug) -> list[str]:
-    """An EFA node's network channels go through aws-ofi-nccl with the efa provider, or say what instead."""
+def _off_ofi(node: str, mine: Sequence[NcclConnection], debug: NcclDebug, provider: str) -> list[str]:
+    """An EFA or Slingshot node's network channels go through aws-ofi-nccl with its fabric's provider
+    (efa, cxi), or say what instead."""
     nets = sorted({c.net for c in mine if c.family == "NET" and c.net})
     bad = [f"NET/{n}, not aws-ofi-nccl (NET/{OFI_NETS[0]})" for n in nets if n not in OFI_NETS]
     providers = debug.of_host("ofi_providers", node)
-    if nets and not bad and providers and PROVIDER not in providers:
-        bad.append(f"aws-ofi-nccl selected libfabric provider {', '.join(providers)}, not {PROVIDER}")
+    if nets and not bad and providers and provider not in providers:
+        bad.append(f"aws-ofi-nccl selected libfabric provider {', '.join(providers)}, not {provider}")
     return bad
 
 
@@ -302,7 +319,8 @@ def step_findings(
     nic_pci: NicPci | None = None,
 ) -> list[Finding]:
     """Every finding of one step (none for a check its evidence cannot speak to). ``nic_pci``: node -> PCI
-    address -> EFA device (checks/efa.device_addresses), how aws-ofi-nccl's NIC group lines are read."""
+    address -> EFA or cxi device (checks/libfabric.device_addresses), how aws-ofi-nccl's NIC group lines
+    are read."""
     # what the suite set: the env words of the step's command line (the template's and the step's own)
     out = _binding(meta, recs, result) + _config(site, meta, recs, env_words(argv)[0])
     if debug is not None and debug.host_versions:

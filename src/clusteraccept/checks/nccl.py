@@ -20,9 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import counters
+from clusteraccept.checks import counters, efa, slingshot
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
-from clusteraccept.checks.efa import NicPci, device_addresses, incomplete
 from clusteraccept.checks.launch import (
     Finding,
     crowded_steps,
@@ -31,6 +30,7 @@ from clusteraccept.checks.launch import (
     step_findings,
     step_id,
 )
+from clusteraccept.checks.libfabric import NicPci, device_addresses
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.checks.nvlink import fabric_down
@@ -589,14 +589,14 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
 
 def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
-    # where an EFA node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
+    # where an EFA or Slingshot node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
     verdicts, rows, findings = judge_steps(site, steps, device_addresses(evidence))
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
-    short = incomplete(site, evidence)
+    short = efa.incomplete(site, evidence) | slingshot.incomplete(site, evidence)
     down |= short
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
@@ -690,7 +690,16 @@ def link_error_verdicts(
     # every node with snapshots too: a due-only run's partners are counted, and their errors never hidden
     for node in dict.fromkeys([*nodes, *(n for n in site.nodes if n in by_node)]):
         ivs, problems = counters.intervals(by_node.get(node, []))
-        for r in site.node_type(node).rails:
+        nt = site.node_type(node)
+        for r in nt.rails:
+            if nt.fabric == "slingshot":
+                why = (
+                    f"{node} rail{r.index} ({r.hca}): a Slingshot NIC's error rates are not read yet "
+                    "(cxi_stat -r prints them: HewlettPackard/shs-libcxi); its link is judged by "
+                    "slingshot.devices"
+                )
+                out.append(skip("nccl.link_errors", "nccl", rail_subject(node, r.index), why))
+                continue
             where = f"{node} rail{r.index} ({r.hca} port {r.port})"
             out.append(counters.link_errors(where, r.index, rail_subject(node, r.index), ivs, problems))
     return out

@@ -32,7 +32,7 @@ from clusteraccept.checks.hostfacts import (
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.parsers import ibstat, lscpu, nvidia_smi_topo
 from clusteraccept.plan.subjects import gpu_subject, rail_subject
-from clusteraccept.probes.topology import IB_CLASS_DIR, NVIDIA_DRIVER_DIR, PCI_DEVICES
+from clusteraccept.probes.topology import NVIDIA_DRIVER_DIR, PCI_DEVICES, nic_class_dir
 from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import NodeType, Rail
 
@@ -93,9 +93,20 @@ def _rails_of(site: Site, node: str, gpu: int) -> list[Rail]:
     return [r for r in site.node_type(node).rails if r.gpu == gpu]
 
 
-def _no_hca(ne: NodeEvidence) -> bool:
-    names = ne.listing(IB_CLASS_DIR)
+def _no_hca(ne: NodeEvidence, nt: NodeType) -> bool:
+    names = ne.listing(nic_class_dir(nt.fabric))
     return names is not None and not names
+
+
+def _noun(nt: NodeType) -> str:
+    return "Slingshot NIC" if nt.fabric == "slingshot" else "RDMA device"
+
+
+def _family_counts(nt: NodeType) -> str | None:
+    """The check family that judges a libfabric node type's device count (efa.devices, slingshot.devices):
+    a rail device absent there is its finding, not topology's."""
+    noun = {"efa": "EFA device", "slingshot": "Slingshot NIC"}.get(nt.fabric, "device")
+    return f"{nt.fabric}.devices on {{node}}: {noun}" if nt.provider else None
 
 
 def _topo_numa(topo: nvidia_smi_topo.TopoMatrix, gpu: int, cpus: lscpu.Lscpu | None) -> int | None:
@@ -116,14 +127,15 @@ def _affinity(
     topo: nvidia_smi_topo.TopoMatrix,
     cpus: lscpu.Lscpu | None,
 ) -> tuple[bool, str]:
+    nt = site.node_type(node)
     g = Pci(ne, f"{PCI_DEVICES}/{addr}")
-    n = Pci(ne, f"{IB_CLASS_DIR}/{hca}/device")
+    n = Pci(ne, f"{nic_class_dir(nt.fabric)}/{hca}/device")
     if f"GPU{gpu}" not in topo.gpus:
         return False, f"nvidia-smi topo -m lists no GPU{gpu} ({len(topo.gpus)} GPUs)"
     link = topo.link(gpu, hca) if hca in topo.nics else None
-    if link is None:
+    if link is None and nt.fabric != "slingshot":
         return False, f"nvidia-smi topo -m lists no NIC {hca} (NICs: {', '.join(topo.nics) or 'none'})"
-    closest = topo.closest_nics(gpu)
+    closest = topo.closest_nics(gpu) if link is not None else ()
     g_numa, n_numa, t_numa = g.numa(), n.numa(), _topo_numa(topo, gpu, cpus)
     bad: list[str] = []
     if g_numa is not None and n_numa is not None and g_numa != n_numa:
@@ -136,8 +148,10 @@ def _affinity(
             f"sysfs reports no NUMA node (numa_node=-1) for {' and '.join(unknown)} but node type "
             f"{site.node_type(node).name} expects NUMA information (numa_expected)"
         )
-    close = site.node_type(node).gpu_nic_path
-    if link not in close:
+    close = nt.gpu_nic_path
+    if link is None:  # a cxi NIC is no RDMA device: NVIDIA does not document nvidia-smi listing it
+        pass
+    elif link not in close:
         bad.append(f"nvidia-smi topo: {link}, expected {' or '.join(close)}")
     elif hca not in closest:
         bad.append(f"{hca} is {link} but not GPU{gpu}'s closest NIC ({', '.join(closest)} closer)")
@@ -150,6 +164,11 @@ def _affinity(
     )
     if bad:
         return False, bad[0] + (f" ({'; '.join(bad[1:])})" if bad[1:] else "")
+    if link is None:
+        return True, (
+            f"rail NIC {hca}: {where or 'NUMA not compared'} (nvidia-smi topo -m does not list it, so its "
+            "PCIe closeness is not judged)"
+        )
     return True, f"rail NIC {hca} is {link} to GPU{gpu} (its closest NIC){', ' + where if where else ''}"
 
 
@@ -202,16 +221,19 @@ def _affinity_verdict(
     """The affinity verdict of GPU k; None when the GPU itself is missing (the caller says why)."""
     check, subject = "topology.gpu_nic_affinity", gpu_subject(node, k)
     rails = _rails_of(site, node, k)
+    nt = site.node_type(node)
+    where = nic_class_dir(nt.fabric)
     if not rails:
         return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
-    if _no_hca(ne):
-        listing = tuple(p for p in [ne.archived(IB_CLASS_DIR)] if p)
+    if _no_hca(ne, nt):
+        listing = tuple(p for p in [ne.archived(where)] if p)
         return skip(
             check,
             FAMILY,
             subject,
-            f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty: "
-            f"no HCA, or its driver is not loaded), no NIC to pair with GPU{k}",
+            f"{node}: no {_noun(nt)} on this host ({where} is empty: "
+            f"no {'HCA' if nt.fabric != 'slingshot' else 'NIC'}, or its driver is not loaded), "
+            f"no NIC to pair with GPU{k}",
             ev + listing,
         )
     if addr is None:
@@ -220,18 +242,17 @@ def _affinity_verdict(
         return error(check, FAMILY, subject, f"{node} gpu{k}: {topo_err}", ev)
     msgs: list[str] = []
     ok_all = True
-    absent = [nic for r in rails for nic in r.devices if Pci(ne, f"{IB_CLASS_DIR}/{nic}/device").path is None]
-    if absent and site.node_type(node).fabric == "efa":  # the device count is efa.devices' finding
-        why = f"not judged: efa.devices on {node}: EFA device {', '.join(absent)} absent"
+    absent = [nic for r in rails for nic in r.devices if Pci(ne, f"{where}/{nic}/device").path is None]
+    if absent and (counted := _family_counts(nt)):  # the device count is that family's finding
+        why = f"not judged: {counted.format(node=node)} {', '.join(absent)} absent"
         return skip(check, FAMILY, subject, why, ev)
     for nic in (nic for r in rails for nic in r.devices):
-        n = Pci(ne, f"{IB_CLASS_DIR}/{nic}/device")
+        n = Pci(ne, f"{where}/{nic}/device")
         ev += n.evidence("numa_node")
         if n.path is None:
             ok_all = False
             msgs.append(
-                f"rail NIC {nic} is not present (RDMA devices: "
-                f"{', '.join(ne.listing(IB_CLASS_DIR) or []) or 'none'})"
+                f"rail NIC {nic} is not present ({where}: {', '.join(ne.listing(where) or []) or 'none'})"
             )
             continue
         ok, msg = _affinity(site, node, ne, k, addr, nic, topo, cpus)
@@ -282,11 +303,12 @@ def _rail_checks(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
     stat_item = ne.command("ibstat")
     stat, stat_err = parsed(ibstat.parse, "ibstat", stat_item)
     stat_ev = ne.archived_command("ibstat")
+    where = nic_class_dir(nt.fabric)
     for r in nt.rails:
         subject = rail_subject(node, r.index)
-        if _no_hca(ne):
-            why = f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty), rail NIC {r.hca} absent"
-            ev = tuple(p for p in [ne.archived(IB_CLASS_DIR)] if p)
+        if _no_hca(ne, nt):
+            why = f"{node}: no {_noun(nt)} on this host ({where} is empty), rail NIC {r.hca} absent"
+            ev = tuple(p for p in [ne.archived(where)] if p)
             out += [
                 skip(c, FAMILY, subject, why, ev) for c in ("topology.nic_port", "topology.nic_pcie_link")
             ]
@@ -300,8 +322,9 @@ def _rail_nics(
 ) -> list[Verdict]:
     """nic_pcie_link and nic_port of one rail: every device of it (EFA: several) judged, the worst said."""
     links, absent = [], []
+    where = nic_class_dir(nt.fabric)
     for nic in r.devices:
-        dev = Pci(ne, f"{IB_CLASS_DIR}/{nic}/device")
+        dev = Pci(ne, f"{where}/{nic}/device")
         if dev.path is None:
             absent.append((nic, dev))
         else:
@@ -309,15 +332,18 @@ def _rail_nics(
                 link_verdict("topology.nic_pcie_link", subject, f"{node} rail{r.index} {nic}", dev, gpu=False)
             )
     who = f"{node} rail{r.index} {', '.join(n for n, _ in absent)}"
-    listed = ", ".join(ne.listing(IB_CLASS_DIR) or []) or "none"
+    listed = ", ".join(ne.listing(where) or []) or "none"
     checks = ("topology.nic_port", "topology.nic_pcie_link")
-    if absent and nt.fabric == "efa":  # the device count is efa.devices' finding
-        why = f"not judged: efa.devices on {node}: EFA device {', '.join(n for n, _ in absent)} absent"
+    if absent and (counted := _family_counts(nt)):  # the device count is that family's finding
+        why = f"not judged: {counted.format(node=node)} {', '.join(n for n, _ in absent)} absent"
         return [skip(c, FAMILY, subject, why, absent[0][1].evidence()) for c in checks]
     if absent:
-        msg = f"{who}: not present (RDMA devices: {listed})"
+        msg = f"{who}: not present ({where}: {listed})"
         return [expect(c, FAMILY, subject, False, msg, evidence=absent[0][1].evidence()) for c in checks]
     link = next((v for v in links if v.outcome is not Outcome.PASS), links[0])
+    if nt.fabric == "slingshot":  # a cxi NIC is no ibverbs device: ibstat has no port of it
+        why = f"{node} rail{r.index}: a Slingshot NIC, its link state is judged by slingshot.devices"
+        return [link, skip("topology.nic_port", FAMILY, subject, why)]
     if (
         nt.fabric == "efa"
     ):  # ibverbs' EFA ports are not InfiniBand ports: ibstat has none (efa.devices: state)

@@ -682,15 +682,14 @@ def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, obj
     out: dict[str, list[dict[str, object]]] = {}
     for n in nodes:
         nt = site.node_type(n)
-        efa = {"fabric": "efa"} if nt.fabric == "efa" else {}
+        # a libfabric fabric's rails (EFA, Slingshot) name their devices; probes/counters reads per fabric
         out[n] = [
             {
                 "gpu": r.gpu,
                 "hca": r.hca,
                 "port": r.port,
                 "netdev": r.netdev,
-                **efa,
-                **({"nics": list(r.nics)} if efa else {}),
+                **({"fabric": nt.fabric, "nics": list(r.nics)} if nt.provider else {}),
             }
             for r in nt.rails
         ]

@@ -33,6 +33,10 @@ aws-ofi-nccl plugin's own lines (aws/aws-ofi-nccl src/nccl_ofi_net.c, nccl_ofi_a
 
     NET/Plugin: Loaded net plugin Libfabric (v10)          (the plugin's name: "AWS Libfabric" before 1.13)
     NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.   (2.25: "network plugin")
+    NET/Plugin: Could not find: ofi libnccl-net-ofi.so. Using internal network plugin.  (NCCL_NET_PLUGIN=ofi)
+    NET/Plugin : dlerror=libnccl-net.so: cannot open ... No plugin found (libnccl-net.so), using internal
+    implementation                                         (2.19-2.20, one line)
+    WARN Error: network AWS Libfabric not found.           (NCCL_NET names a network none offers: init fails)
     NET/OFI Initializing aws-ofi-nccl 1.16.2               ("Using aws-ofi-nccl 1.4.0aws" in 1.4)
     NET/OFI Selected Provider is efa (found 4 nics)         (1.4: without the nic count)
     NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)   (1.14+)
@@ -140,6 +144,9 @@ class NcclDebug:
     # "NET/Plugin: Could not find: libnccl-net.so[. Using internal net plugin.]": (host, library)
     net_plugin_missing: tuple[tuple[str | None, str], ...] = ()
     ofi_init_failed: tuple[str | None, ...] = ()  # hosts whose WARN says "NET/OFI ... initialization failed"
+    # WARN "Error: network AWS Libfabric not found.": (host, the network NCCL_NET named), which fails the
+    # communicator's init (NCCL src/net.cc; a real Alps capture in eth-cscs/cscs-docs nccl.md)
+    net_not_found: tuple[tuple[str | None, str], ...] = ()
 
     def network(self) -> str | None:
         """The network chosen when every communicator agrees, else None."""
@@ -217,7 +224,10 @@ _VDEV = re.compile(
     r" speed=\d+ ndevs=(?P<n>\d+)\s*"
 )
 _PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*")
-_PLUGIN_MISSING = re.compile(r"NET/Plugin ?: Could not find:? (?P<lib>[^\s]+?)\.?(?: Using internal .*)?\s*")
+_PLUGIN_MISSING = re.compile(
+    r"NET/Plugin ?: (?:Could not find:? ?(?:\S+ )?(?P<lib>[^\s]+?)\.?(?: Using internal .*)?"
+    r"|.*No plugin found \((?P<old>[^)\s]+)\), using internal implementation)\s*"
+)
 _OFI_VERSION = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl (?P<v>\S+)\s*")
 _OFI_PROVIDER = re.compile(
     r"NET/OFI Selected [Pp]rovider is (?P<p>[^\s,]+)(?:, fabric is (?P<f>\S+))?"
@@ -227,6 +237,7 @@ _OFI_NIC = re.compile(
     r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+)"
     r" (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
 )
+_NET_NOT_FOUND = re.compile(r"Error: network (?P<net>.+?) not found\.?\s*")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
@@ -258,6 +269,7 @@ _TUPLES = (
     "ofi_no_provider",
     "ofi_init_failed",
     "net_plugin_missing",
+    "net_not_found",
 )
 
 
@@ -345,7 +357,7 @@ def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> No
     if m := _PLUGIN.fullmatch(msg):
         _add(acc["net_plugins"], (host, m["name"]))
     elif m := _PLUGIN_MISSING.fullmatch(msg):
-        _add(acc["net_plugin_missing"], (host, m["lib"]))
+        _add(acc["net_plugin_missing"], (host, m["lib"] or m["old"]))
     elif m := _OFI_VERSION.fullmatch(msg):
         _add(acc["ofi_versions"], (host, m["v"]))
     elif msg.startswith("NET/OFI Selected"):
@@ -401,6 +413,8 @@ def parse(text: str) -> NcclDebug:
                 acc["collnet_init_failed"] = True
             if msg.startswith("NET/OFI") and "failed" in msg:  # "aws-ofi-nccl initialization failed"
                 _add(acc["ofi_init_failed"], host)
+            if (m := _NET_NOT_FOUND.fullmatch(msg)) is not None:
+                _add(acc["net_not_found"], (host, m["net"]))
         elif level == "INFO":
             _message(acc, msg, host, line_no)
     if nccl_lines == 0:

@@ -60,6 +60,8 @@ def not_applicable(site: Site, family: str) -> str | None:
         return f"{site.name} declares no NVLink (node_types.<type>.nvlink)"
     if family == "efa" and not any(nt.fabric == "efa" for nt in site.node_types):
         return f"{site.name} has no EFA node type (node_types.<type>.fabric: efa)"
+    if family == "slingshot" and not any(nt.fabric == "slingshot" for nt in site.node_types):
+        return f"{site.name} has no Slingshot node type (node_types.<type>.fabric: slingshot)"
     if family == "sharp" and not site.sharp.enabled:
         return f"SHARP is not enabled on {site.name} (sharp.enabled)"
     return None

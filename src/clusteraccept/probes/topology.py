@@ -6,7 +6,9 @@ Commands (each optional on a given host; absence is recorded, not an error):
 - ``lscpu`` (NUMA node CPU lists, for ``nvidia-smi`` outputs without a NUMA Affinity column);
 - ``ibstat`` (infiniband-diags: port state, rate, link layer).
 Files: for every GPU bound to the ``nvidia`` driver (``/sys/bus/pci/drivers/nvidia/<BDF>`` links) and
-every RDMA device (``/sys/class/infiniband/<hca>/device``): the resolved sysfs path (the bridges above
+every RDMA device (``/sys/class/infiniband/<hca>/device``), and on a Slingshot node every cxi NIC
+(``/sys/class/cxi/<cxi>/device``: the cxi driver's class, HewlettPackard/shs-libcxi utils/cxi_stat.c and
+heatsink_check.c read the NIC's PCI device and numa_node there): the resolved sysfs path (the bridges above
 it), ``class``, ``numa_node`` and ``{current,max}_link_{speed,width}`` (Documentation/ABI/testing/
 sysfs-bus-pci), and the link maxima of the port above it. No parsing here: the listings only say which
 files to read next.
@@ -21,6 +23,14 @@ from clusteraccept.evidence import Evidence
 
 NVIDIA_DRIVER_DIR = "/sys/bus/pci/drivers/nvidia"
 IB_CLASS_DIR = "/sys/class/infiniband"
+CXI_CLASS_DIR = "/sys/class/cxi"  # HPE Slingshot's NICs: no ibverbs devices, a class of their own
+
+
+def nic_class_dir(fabric: str) -> str:
+    """Where a node type's rail NICs are in sysfs: the cxi class on Slingshot, else the RDMA devices."""
+    return CXI_CLASS_DIR if fabric == "slingshot" else IB_CLASS_DIR
+
+
 PCI_DEVICES = "/sys/bus/pci/devices"
 LINK_ATTRS = ("current_link_speed", "current_link_width", "max_link_speed", "max_link_width")
 DEVICE_ATTRS = ("class", "numa_node", *LINK_ATTRS)
@@ -85,18 +95,20 @@ def pci_device(dev: str, attrs: tuple[str, ...] = DEVICE_ATTRS) -> list[Evidence
     return out
 
 
-def gpu_and_nic_devices() -> tuple[list[Evidence], list[str], list[str]]:
-    """Sysfs evidence of every NVIDIA GPU and RDMA device, plus their resolved device paths."""
+def gpu_and_nic_devices(cxi: bool = False) -> tuple[list[Evidence], list[str], list[str]]:
+    """Sysfs evidence of every NVIDIA GPU and RDMA device (and cxi NIC, ``cxi``), plus their resolved
+    device paths."""
     gpu_list, bdfs = gpu_bdfs()
     hca_list, names = hcas()
     out = [gpu_list, hca_list]
+    devices = [f"{PCI_DEVICES}/{bdf}" for bdf in bdfs] + [f"{IB_CLASS_DIR}/{h}/device" for h in names]
+    if cxi:
+        cxi_list, nics = listing(CXI_CLASS_DIR)
+        out.append(cxi_list)
+        devices += [f"{CXI_CLASS_DIR}/{n}/device" for n in nics if "/" not in n]
     paths: list[str] = []
-    for bdf in bdfs:
-        evs = pci_device(f"{PCI_DEVICES}/{bdf}")
-        out += evs
-        paths += [p for p in [device_path(evs[0])] if p]
-    for hca in names:
-        evs = pci_device(f"{IB_CLASS_DIR}/{hca}/device")
+    for dev in devices:
+        evs = pci_device(dev)
         out += evs
         paths += [p for p in [device_path(evs[0])] if p]
     return out, bdfs, paths
@@ -113,7 +125,8 @@ def collect(options: dict[str, object]) -> list[Evidence]:
         ),
         hostio.run(["lscpu"], timeout_s, source="lscpu"),
     ]
-    devices, _, _ = gpu_and_nic_devices()
+    slingshot = options.get("slingshot_nodes")
+    devices, _, _ = gpu_and_nic_devices(cxi=isinstance(slingshot, dict) and hostio.hostname() in slingshot)
     out += devices
     if any(ev.source == "sysfs-listdir" and ev.path == IB_CLASS_DIR and ev.ok for ev in devices):
         out.append(hostio.run(["ibstat"], timeout_s, source="ibstat"))

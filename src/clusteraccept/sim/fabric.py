@@ -93,7 +93,7 @@ class Faults:
     cuda_not_ready: tuple[str, ...] = ()
     # nodes of an NVLink domain whose multi-node NVLink cannot work (IMEX down, a tray in another clique)
     mnnvl_broken: tuple[str, ...] = ()
-    # EFA nodes whose NCCL ends on sockets: aws-ofi-nccl found no efa provider / no net plugin was loaded
+    # EFA or Slingshot nodes whose NCCL ends on sockets: aws-ofi-nccl found no provider / no net plugin
     ofi_no_provider: tuple[str, ...] = ()
     ofi_plugin_missing: tuple[str, ...] = ()
 
@@ -115,6 +115,7 @@ class Fabric:
     transient_factor: float = 0.6
     domains: Mapping[str, str] = field(default_factory=dict)  # node -> its multi-node NVLink domain
     net: str = "ib"  # what NCCL's NET channels use between nodes: "ib" (NET/IB) or "ofi" (aws-ofi-nccl, EFA)
+    provider: str = "efa"  # the libfabric provider aws-ofi-nccl selects on an "ofi" net: efa, cxi (Slingshot)
     _rail_f: dict[tuple[str, int | None], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -436,6 +437,7 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             for n in hostlist.expand_hostlist(str(members))
         },
         str(d.get("net", "ib")),
+        str(d.get("provider", "efa")),
     )
 
 

@@ -74,7 +74,7 @@ def info_lines(
         if stray and stray not in hcas:
             hcas.append(stray)
         if multi and fab.net == "ofi":
-            out += ofi_lines(fab, host, pre, rank, _nic_addresses(env, host, node.rails))
+            out += ofi_lines(fab, host, pre, rank, _nic_addresses(env, host, node.rails, fab.provider), env)
         elif multi:
             devs = " ".join(f"[{i}]{hca}:1/{link_layer}" for i, hca in enumerate(hcas))
             out += [
@@ -107,7 +107,8 @@ def info_lines(
             suffix = "/GDRDMA" if gdr else ""
             net = "IB"
             if fab.net == "ofi":  # aws-ofi-nccl numbers a node's NICs itself: GPU k's is its device k
-                net, dev = ("Socket", 0) if sockets(fab, host) else (OFI_NET, min(gpu, len(node.rails) - 1))
+                ofi = ofi_net(env)
+                net, dev = ("Socket", 0) if sockets(fab, host) else (ofi, min(gpu, len(node.rails) - 1))
                 suffix = "" if net == "Socket" else suffix
             lines = [
                 f"{rank}[{gpu}] -> {nxt}[{ngpu}] [send] via NET/{net}/{dev}{suffix}",
@@ -123,30 +124,40 @@ OFI_NET = "Libfabric"  # aws-ofi-nccl's plugin name since 1.13.0-aws (src/nccl_o
 OFI_VERSION = "1.16.2"  # the version of the real capture (tests/data/nccl-debug/eks-g6e-...)
 
 
-def _nic_addresses(env: dict[str, str], host: str, nics: tuple[str, ...]) -> list[str]:
+def ofi_net(env: dict[str, str]) -> str:
+    """The name aws-ofi-nccl gives itself: "Libfabric", or "AWS Libfabric" / "OFI" where NCCL_NET asks for
+    that name (its constructor renames the plugin: src/nccl_ofi_interface_nvidia.cpp)."""
+    asked = env.get("NCCL_NET", "")
+    return asked if asked in ("AWS Libfabric", "OFI") else OFI_NET
+
+
+def _nic_addresses(env: dict[str, str], host: str, nics: tuple[str, ...], provider: str) -> list[str]:
     """Each rail NIC's PCI address on ``host``, where its simulated sysfs link leads (the host profile);
     none without a profile (an in-process run): the log then names no NIC group, as a quieter one would."""
     root = env.get("CLUSTERACCEPT_HOST_PROFILE")
     if not root:
         return []
-    links = [Path(root) / host / "fs/sys/class/infiniband" / nic / "device" for nic in nics]
+    where = "fs/sys/class/cxi" if provider == "cxi" else "fs/sys/class/infiniband"
+    links = [Path(root) / host / where / nic / "device" for nic in nics]
     return [os.path.basename(os.path.realpath(p)) for p in links if p.exists()]
 
 
-def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nic_bdfs: list[str]) -> list[str]:
-    """A rank's net plugin lines on an EFA node, in the forms of the real captures (tests/data/nccl-debug/:
-    the g6e fallback, the p5en excerpt): aws-ofi-nccl loaded and its efa provider selected; on an
-    ``ofi_no_provider`` node it finds none and NCCL takes sockets; on ``ofi_plugin_missing`` NCCL finds no
-    plugin at all."""
+def ofi_lines(
+    fab: Fabric, host: str, pre: str, rank: int, nic_bdfs: list[str], env: dict[str, str]
+) -> list[str]:
+    """A rank's net plugin lines on an EFA or Slingshot node, in the forms of the real captures
+    (tests/data/nccl-debug/: the g6e fallback, the p5en excerpt, the Polaris cxi run): aws-ofi-nccl loaded
+    and its provider (efa, cxi) selected; on an ``ofi_no_provider`` node it finds none and NCCL takes
+    sockets; on ``ofi_plugin_missing`` NCCL finds no plugin at all."""
     sock = [
         f"{pre} NET/IB : No device found.",
         f"{pre} NET/Socket : Using [0]ens32:10.0.0.{rank + 1}<0>",
         f"{pre} Using network Socket",
     ]
     if host in fab.faults.ofi_plugin_missing:
-        return [f"{pre} NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.", *sock]
+        return [f"{pre} NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.", *sock]
     loaded = [
-        f"{pre} NET/Plugin: Loaded net plugin {OFI_NET} (v10)",
+        f"{pre} NET/Plugin: Loaded net plugin {ofi_net(env)} (v10)",
         f"{pre} NET/OFI Initializing aws-ofi-nccl {OFI_VERSION}",
     ]
     if host in fab.faults.ofi_no_provider:
@@ -159,8 +170,9 @@ def ofi_lines(fab: Fabric, host: str, pre: str, rank: int, nic_bdfs: list[str]) 
         ]
     # one NIC group per GPU, its EFA device (the simulated node has one per GPU): NCCL's net device k
     groups = [f"{pre} NET/OFI NIC group {k} device #0 {bdf}" for k, bdf in enumerate(nic_bdfs)]
-    selected = f"{pre} NET/OFI Selected provider is efa, fabric is efa (found {len(nic_bdfs)} nics)"
-    return [*loaded, selected, *groups, f"{pre} Using network {OFI_NET}"]
+    p = fab.provider
+    selected = f"{pre} NET/OFI Selected provider is {p}, fabric is {p} (found {len(nic_bdfs)} nics)"
+    return [*loaded, selected, *groups, f"{pre} Using network {ofi_net(env)}"]
 
 
 # Model assumption, not a measurement: SHARP reduces in the switch, so an all_reduce's data crosses each

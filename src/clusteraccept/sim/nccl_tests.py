@@ -178,6 +178,20 @@ def init_failure(
     if dead:  # nccl-tests' CUDACHECK (src/common.h): "<host>: Test CUDA failure <file>:<line> '<error>'"
         # testCudaError; the line number is a model value, not the real source line
         return f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n", 2
+    asked = env.get("NCCL_NET", "")
+    lost = [h for h in dict.fromkeys(hosts) if h in fab.faults.ofi_plugin_missing]
+    if asked and lost and fab.net == "ofi" and len(set(hosts)) > 1:
+        # NCCL src/net.cc: NCCL_NET names a network (compared with strcasecmp) that no loaded net offers:
+        # WARN "Error: network %s not found." and ncclInvalidUsage, whose string nccl-tests' NCCLCHECK
+        # prints (src/init.cc ncclGetErrorString); the plugin line is NCCL 2.23's (docs/fabrics-research.md)
+        text = (
+            f"{lost[0]}:4000:4000 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal "
+            "network plugin.\n"
+            f"{lost[0]}:4000:4000 [0] net.cc:626 NCCL WARN Error: network {asked} not found.\n"
+            f"{lost[0]}: Test NCCL failure common.cu:{CUDA_LINE} "
+            "'invalid usage (run with NCCL_DEBUG=WARN for details)'\n"
+        )
+        return text, 3  # testNcclError; the line numbers are model values
     broken = [h for h in hosts if h in fab.faults.mnnvl_broken]
     if broken and env.get("NCCL_MNNVL_ENABLE") == "1" and mnnvl(fab, hosts, env):
         # NCCL src/mnnvl.cc (2.23+): with NCCL_MNNVL_ENABLE=1 a fabric handle that cannot be exported or

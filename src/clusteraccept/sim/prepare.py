@@ -82,7 +82,7 @@ def fabric_doc(
             for r in nt.rails:
                 _append(faults, "slow_rail", {"node": f["node"], "rail": r.index, "factor": 0.1})
             continue
-        if kind == "efa_device_missing":  # GPU k's EFA device gone: it shares its neighbour's (half each)
+        if kind in ("efa_device_missing", "cxi_device_missing"):  # GPU k's NIC gone: it shares another's
             _append(faults, "slow_rail", {"node": f["node"], "rail": f["gpu"], "factor": 0.5})
             continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
@@ -123,7 +123,8 @@ def fabric_doc(
         },
         "leaves": leaves,
         "nvlink_domains": {name: ",".join(members) for name, members in site.nvlink_domains.items()},
-        "net": "ofi" if nt.fabric == "efa" else "ib",
+        "net": "ofi" if nt.provider else "ib",
+        "provider": nt.provider or "efa",
         "faults": faults,
     }
 

@@ -33,25 +33,27 @@ _LOCK = re.compile(r"(?m)^(Max locked memory\s+)(\d+)(\s+)(\d+)(\s+bytes)")
 
 
 @lru_cache(maxsize=2)
-def _text(path: str) -> str:
+def fixture_text(path: str) -> str:
     with open(path) as f:
         return f.read()
 
 
 def missing_devices(site: Site, node: str, faults: list[dict[str, Any]]) -> set[str]:
-    """The EFA devices an ``efa_device_missing`` fault takes from this node."""
-    gpus = {int(f["gpu"]) for f in faults if f.get("kind") == "efa_device_missing" and "gpu" in f}
+    """The EFA devices (cxi NICs) an ``efa_device_missing`` (``cxi_device_missing``) fault takes from this
+    node."""
+    kinds = ("efa_device_missing", "cxi_device_missing")
+    gpus = {int(f["gpu"]) for f in faults if f.get("kind") in kinds and "gpu" in f}
     return {n for r in site.node_type(node).rails if r.gpu in gpus for n in r.devices}
 
 
 def fi_info_text(devices: list[str]) -> str:
     """The real capture's two EFA entries (rdm, dgrm) of its one device, once per device."""
-    entries = _text(str(FI_INFO_FIXTURE)).split("provider: efa;ofi_rxd")[0]
+    entries = fixture_text(str(FI_INFO_FIXTURE)).split("provider: efa;ofi_rxd")[0]
     return "".join(entries.replace("efa_0", dev) for dev in devices)
 
 
 def limits_text(unlimited: bool) -> str:
-    text = _text(str(LIMITS_FIXTURE))
+    text = fixture_text(str(LIMITS_FIXTURE))
     if not unlimited:
         return text
     return _LOCK.sub(lambda m: f"{m[1]}{'unlimited'.ljust(len(m[2]))}{m[3]}{'unlimited'}{m[5]}", text)

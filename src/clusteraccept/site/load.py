@@ -112,6 +112,11 @@ FAULT_FAMILY: dict[str, str] = {
     "memlock_limited": "efa",
     "ofi_no_provider": "nccl",
     "ofi_plugin_missing": "nccl",
+    # HPE Slingshot (issue 22): a cxi NIC gone, a rail's link down, a required variable missing from the
+    # jobs' environment (sim/profile_slingshot.py); NCCL on sockets is ofi_no_provider/ofi_plugin_missing
+    "cxi_device_missing": "slingshot",
+    "slingshot_link_down": "slingshot",
+    "slingshot_env_missing": "slingshot",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
 _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -192,7 +197,7 @@ def parse_site(path: Path, data: Any) -> Site:
 
 def _fabric_sections(top: Section, node_types: tuple[NodeType, ...], roce: Roce | None, sharp: Sharp) -> None:
     """What the site's fabric sections apply to: ``roce`` needs a RoCE node type, SHARP an InfiniBand or
-    RoCE one (it aggregates in NVIDIA's switches); an EFA-only site has neither."""
+    RoCE one (it aggregates in NVIDIA's switches); an EFA- or Slingshot-only site has neither."""
     fabrics = {nt.fabric for nt in node_types}
     if roce is not None and "roce" not in fabrics:
         raise top.error(

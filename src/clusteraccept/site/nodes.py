@@ -34,8 +34,8 @@ class Rail:
     port: int = 1
     netdev: str | None = None
     rate_Gbps: float | None = None  # per device
-    # every RDMA device of the rail: (hca,) on InfiniBand/RoCE; on EFA the devices nearest GPU k, several
-    # on p5 (32 EFA devices for 8 GPUs), one shared by two GPUs on p4d (4 for 8)
+    # every device of the rail: (hca,) on InfiniBand/RoCE; on EFA the devices nearest GPU k, several on p5
+    # (32 EFA devices for 8 GPUs), one shared by two GPUs on p4d (4 for 8); on Slingshot its cxi NIC
     nics: tuple[str, ...] = ()
 
     @property
@@ -45,10 +45,15 @@ class Rail:
 
 # node_types.<t>.fabric: what carries the traffic between nodes. infiniband and roce are ibverbs HCAs NCCL
 # drives itself (NET/IB); efa is AWS's Elastic Fabric Adapter, reached through libfabric and the
-# aws-ofi-nccl net plugin (NET/OFI), whose devices ibverbs reports with link layer "Unspecified".
-FABRICS = ("infiniband", "roce", "efa", "none")
+# aws-ofi-nccl net plugin (NET/OFI), whose devices ibverbs reports with link layer "Unspecified";
+# slingshot is HPE Slingshot 11, its Cassini NICs (cxi0, cxi1, ...: /sys/class/cxi, netdevs hsn0, ...)
+# reached through libfabric's cxi provider and the same aws-ofi-nccl plugin (HPE shs-ccl-docs, CSCS docs).
+FABRICS = ("infiniband", "roce", "efa", "slingshot", "none")
 _FABRIC_OF_LAYER = {"InfiniBand": "infiniband", "Ethernet": "roce", "none": "none"}
-NOT_YET = "tcpx, tcpxo and slingshot are not supported yet (issue 22)"
+NOT_YET = "tcpx and tcpxo are not supported yet (issue 22)"
+# The libfabric provider aws-ofi-nccl must select on a fabric it carries: fi_info -p <provider> lists its
+# devices, and the plugin logs "Selected provider is <provider>" (aws-ofi-nccl src/nccl_ofi_net.cpp)
+LIBFABRIC_PROVIDER = {"efa": "efa", "slingshot": "cxi"}
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,19 @@ class Efa:
     # EFA devices fi_info -p efa must list: AWS's table of network cards per instance type (EC2 user
     # guide, "Elastic Fabric Adapter", supported instance types): p4d.24xlarge 4, p5.48xlarge 32
     devices: int
+
+
+@dataclass(frozen=True)
+class Slingshot:
+    """``node_types.<t>.slingshot``: what a Slingshot node must offer (judged by checks/slingshot.py)."""
+
+    # cxi devices fi_info -p cxi must list: the node's Slingshot NICs (CSCS Alps GH200 and MI300A nodes:
+    # 4, "one per GPU", eth-cscs/cscs-docs docs/alps/hardware.md)
+    devices: int
+    # The variables every job on the node must get, name -> value: HPE's and the centre's recommended
+    # libfabric/NCCL settings for the cxi provider (HPE shs-ccl-docs ccl_env.sh, CSCS nccl docs), set by
+    # the site's modules or container hook, not by the suite; judged as the probe job finds them
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,12 @@ class NodeType:
     gpu_nic_path: tuple[str, ...] = ("PIX", "PXB")
     fabric: str = "infiniband"  # one of FABRICS
     efa: Efa | None = None  # fabric efa only
+    slingshot: Slingshot | None = None  # fabric slingshot only
+
+    @property
+    def provider(self) -> str | None:
+        """The libfabric provider aws-ofi-nccl must select here (None: not a libfabric fabric)."""
+        return LIBFABRIC_PROVIDER.get(self.fabric)
 
     def rail_line_Gbps(self, rail: Rail) -> float | None:
         """What one rail carries when every rail runs at once (a pair round): each of its devices' rate,
@@ -158,17 +182,22 @@ def expand_hostlist(sec: Section, key: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+# how a rail's libfabric devices are named, per fabric: EFA by rdma-core's udev rule (rdmap<bus>s<slot>),
+# Slingshot by the cxi driver (cxi0, cxi1, ...: /sys/class/cxi, HewlettPackard/shs-libcxi)
+_NIC_EXAMPLE = {"efa": "rdmap79s0", "slingshot": "cxi0"}
+
+
 def _rail_nics(r: Section, fabric: str) -> tuple[str, ...]:
-    """A rail's RDMA devices: ``hca`` (one HCA) on InfiniBand/RoCE, ``nics`` (a list) on EFA."""
-    if fabric == "efa":
+    """A rail's devices: ``hca`` (one HCA) on InfiniBand/RoCE, ``nics`` (a list) on EFA and Slingshot."""
+    if fabric in LIBFABRIC_PROVIDER:
+        ex, what = _NIC_EXAMPLE[fabric], "EFA" if fabric == "efa" else "Slingshot (cxi)"
         if r.has("hca"):
-            raise r.error(
-                "hca", "no 'hca' on an EFA rail: its devices as nics: [rdmap79s0, ...]", r.raw("hca")
-            )
-        nics = r.str_list("nics", "a list of EFA device names like [rdmap79s0, rdmap80s0]")
+            rail = "an EFA rail" if fabric == "efa" else "a Slingshot rail"
+            raise r.error("hca", f"no 'hca' on {rail}: its devices as nics: [{ex}, ...]", r.raw("hca"))
+        nics = r.str_list("nics", f"a list of {what} device names like [{ex}]")
         bad = [n for n in nics if not re.fullmatch(_HCA, n)]
         if bad or not nics or len(set(nics)) != len(nics):
-            raise r.error("nics", "a non-empty list of distinct device names like rdmap79s0", r.raw("nics"))
+            raise r.error("nics", f"a non-empty list of distinct device names like {ex}", r.raw("nics"))
         return nics
     if r.has("nics"):
         raise r.error("nics", f"no 'nics' on a {fabric} rail: its HCA as hca: mlx5_3", r.raw("nics"))
@@ -190,7 +219,7 @@ def _rails(sec: Section, fabric: str) -> tuple[Rail, ...]:
                 index=gpu,
                 gpu=gpu,
                 hca=nics[0],
-                nics=nics if fabric == "efa" else (),
+                nics=nics if fabric in LIBFABRIC_PROVIDER else (),
                 port=r.integer("port", "a port number >= 1", default=1, minimum=1),
                 netdev=r.string(
                     "netdev", "a network interface name like 'ibp26s0' (<= 15 characters)", None, _NETDEV
@@ -236,14 +265,15 @@ def _gpu_nic_path(sec: Section) -> tuple[str, ...]:
 
 def _fabric(sec: Section) -> tuple[str, str]:
     """``fabric`` and ``link_layer``: (fabric, link layer); either implies the other, both must agree."""
-    if sec.has("fabric") and str(sec.raw("fabric")) in ("tcpx", "tcpxo", "slingshot"):
+    if sec.has("fabric") and str(sec.raw("fabric")) in ("tcpx", "tcpxo"):
         raise sec.error("fabric", f"one of {', '.join(FABRICS)} ({NOT_YET})", sec.raw("fabric"))
     fabric = sec.choice("fabric", FABRICS, default=None)
     layers = ["InfiniBand", "Ethernet", "none"]
-    if fabric == "efa":
-        if sec.has("link_layer"):  # ibverbs says "Unspecified" for an EFA device: nothing to declare
-            raise sec.error("link_layer", "no link_layer with fabric: efa", sec.raw("link_layer"))
-        return fabric, "none"
+    if fabric in LIBFABRIC_PROVIDER:
+        # ibverbs says "Unspecified" for an EFA device, and a cxi NIC is no ibverbs device at all
+        if sec.has("link_layer"):
+            raise sec.error("link_layer", f"no link_layer with fabric: {fabric}", sec.raw("link_layer"))
+        return str(fabric), "none"
     default = {"infiniband": "InfiniBand", "roce": "Ethernet", "none": "none"}.get(fabric or "")
     has_rails = bool(sec.raw("rails", {}))
     layer = sec.choice("link_layer", layers, default=default or ("InfiniBand" if has_rails else "none"))
@@ -265,6 +295,32 @@ def _efa(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Efa | None:
     return Efa(devices)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _slingshot(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Slingshot | None:
+    if fabric != "slingshot":
+        if sec.has("slingshot"):
+            raise sec.error(
+                "slingshot", "no slingshot section unless fabric: slingshot", sec.raw("slingshot")
+            )
+        return None
+    s = sec.section("slingshot", ["devices", "env"])
+    devices = s.integer("devices", "the Slingshot NICs (cxi devices) per node, like 4", minimum=1)
+    named = {n for r in rails for n in r.devices}
+    if len(named) > devices:
+        raise s.error("devices", f"at least the {len(named)} cxi devices the rails name", devices)
+    env = s.raw("env", {})
+    if not isinstance(env, dict) or not all(
+        _ENV_NAME.fullmatch(str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool)
+        for k, v in env.items()
+    ):
+        raise s.error(
+            "env", "a mapping of variable names to values, like {FI_CXI_RX_MATCH_MODE: hybrid}", env
+        )
+    return Slingshot(devices, tuple((str(k), str(v)) for k, v in env.items()))
+
+
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
     """``node_types``: every node of ``all_nodes`` in exactly one type (a single type may omit ``nodes``)."""
     allowed = [
@@ -274,6 +330,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
         "link_layer",
         "fabric",
         "efa",
+        "slingshot",
         "numa_expected",
         "gpu_nic_path",
         "rails",
@@ -313,6 +370,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 link_layer=link_layer,
                 fabric=fabric,
                 efa=_efa(sec, fabric, rails),
+                slingshot=_slingshot(sec, fabric, rails),
                 numa_expected=sec.flag("numa_expected", default=True),
                 gpu_nic_path=_gpu_nic_path(sec),
                 rails=rails,

@@ -38,6 +38,9 @@ DEFAULT_DRAIN_CHECKS = (
     # an EFA device short (AWS's own health check isolates such a node); not efa.memlock, which is
     # slurmd's configuration, the same on every node it is wrong on
     "efa.devices",
+    # a Slingshot NIC short or its link down (CSCS's node checks count the links up); not slingshot.env,
+    # the site's environment, the same on every node it is wrong on
+    "slingshot.devices",
 )
 
 

@@ -130,7 +130,7 @@ def test_sites_without_efa_have_no_efa_items_and_efa_sites_pin_no_hca() -> None:
     ("edit", "key", "expected"),
     [
         ({"link_layer": "InfiniBand"}, "node_types.efa-8gpu.link_layer", "no link_layer with fabric: efa"),
-        ({"fabric": "slingshot"}, "node_types.efa-8gpu.fabric", "slingshot are not supported yet"),
+        ({"fabric": "tcpxo"}, "node_types.efa-8gpu.fabric", "tcpx and tcpxo are not supported yet"),
         ({"efa": None}, "node_types.efa-8gpu.efa.devices", "a value (required key)"),
         ({"efa": {"devices": 4}}, "node_types.efa-8gpu.efa.devices", "at least the 8 EFA devices"),
         (
@@ -239,6 +239,5 @@ def test_nic_of_an_efa_rail_step_read_from_aws_ofi_nccl_nic_groups() -> None:
         if f.check == "launch.nic"
     }
     assert (
-        nic["node2"].ok is None
-        and "PCI addresses of this node's EFA devices are unknown" in nic["node2"].message
+        nic["node2"].ok is None and "PCI addresses of this node's devices are unknown" in nic["node2"].message
     )

@@ -1,0 +1,71 @@
+"""What the libfabric fabrics share (AWS EFA: checks/efa.py; HPE Slingshot: checks/slingshot.py), both
+reached by NCCL through the aws-ofi-nccl net plugin: libfabric's listing of a provider's devices and the
+PCI addresses of the devices the plugin names. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, failure, last_line
+from clusteraccept.errors import ParseError
+from clusteraccept.parsers import fi_info
+from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR
+from clusteraccept.site.nodes import NodeType
+
+NicPci = Mapping[str, Mapping[str, str]]  # node -> PCI address ("0000:18:00.0") -> device (EFA, cxi)
+
+
+def listing(
+    ne: NodeEvidence, provider: str, what: str, where: str
+) -> tuple[fi_info.FiInfo | None, str | None, bool]:
+    """``fi_info -p <provider>``: (listing, why not, whether the why is a finding). fi_getinfo -61 is one
+    (libfabric offers no such provider here); a missing or unreadable fi_info is not (nothing was
+    measured). ``what``: the provider as a person names it (EFA, cxi); ``where``: where the site's
+    installer puts fi_info, said when it is not found."""
+    item = ne.command("fi_info")
+    if item is None:
+        return None, "no fi_info evidence came back", False
+    ev, path = item
+    if ev.returncode in CANNOT_RUN:
+        return None, f"{failure('fi_info', ev)} ({where})", False
+    if ev.returncode != 0:
+        found = "fi_getinfo" in ev.stderr + ev.stdout
+        why = f"libfabric offers no {what} provider (fi_info -p {provider}: {last_line(ev)})"
+        return None, why if found else failure("fi_info", ev), found
+    try:
+        return fi_info.parse(ev.stdout), None, False
+    except ParseError as exc:
+        return None, f"could not parse fi_info output ({path}): {exc}", False
+
+
+def inventory(nt: NodeType, devices: Sequence[str], declared: int, what: str) -> list[str]:
+    """The count libfabric offers against the node type's, and every device the rail map names among them."""
+    problems = []
+    if len(devices) != declared:
+        offers = f"fi_info -p {nt.provider} offers {len(devices)} {what} devices"
+        problems.append(f"{offers}, node type {nt.name} has {declared}")
+    for r in nt.rails:
+        missing = [n for n in r.devices if n not in devices]
+        if missing:
+            problems.append(f"rail {r.index} (GPU{r.gpu})'s {', '.join(missing)} absent")
+    return problems
+
+
+def seen(devices: Sequence[str], what: str) -> str:
+    return f"{len(devices)} {what} devices ({', '.join(devices[:4])}{', ...' if len(devices) > 4 else ''})"
+
+
+def device_addresses(evidence: Sequence[tuple[Any, str]]) -> dict[str, dict[str, str]]:
+    """Node -> PCI address -> device, from the efa and slingshot probes' resolved device links."""
+    out: dict[str, dict[str, str]] = {}
+    for ev, _ in evidence:
+        path = ev.path or ""
+        if ev.source != "sysfs-link" or not ev.ok:
+            continue
+        for root in (IB_CLASS_DIR, CXI_CLASS_DIR):
+            if path.startswith(root + "/"):
+                device = path[len(root) + 1 :].split("/", 1)[0]
+                out.setdefault(ev.host, {})[ev.stdout.strip().rsplit("/", 1)[-1].lower()] = device
+    return out
