@@ -199,6 +199,42 @@ def test_efa_node_type_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> 
     assert nic["outcome"] == "pass", nic
 
 
+def test_slingshot_node_type_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+    """demo-slingshot's node type on the cluster's 4 nodes (real sbatch and srun: the probe job's fi_info -p
+    cxi, the rails' netdevs and the environment the site's `env` exports into the jobs, the rail steps
+    without NCCL_IB_HCA): a cxi NIC gone, the plugin finding no cxi provider and a required variable
+    missing from one node's jobs each fail their own check; nothing else fails."""
+    demo = yaml.safe_load(demo_site_text(vcluster))
+    site = yaml.safe_load((REPO / "site-configs" / "demo-slingshot.yaml").read_text())
+    sim = str(tmp_path / "sim")
+    site.update(name="demo-slingshot-vc", slurm=demo["slurm"], nodes=demo["nodes"], blocks=demo["blocks"])
+    site["env"] = {k: v.replace("{repo}/.vcluster/sim/demo-slingshot", sim) for k, v in site["env"].items()}
+    site["tools"]["nccl_tests_bin"] = f"{sim}/nccl-tests"
+    site["sim"]["faults"] = [
+        {"kind": "cxi_device_missing", "node": "node1", "gpu": 2},
+        {"kind": "ofi_no_provider", "node": "node2"},
+        {"kind": "slingshot_env_missing", "node": "node4", "setting": "FI_MR_CACHE_MONITOR"},
+    ]
+    failed, run = run_demo(vcluster, tmp_path, name="demo-slingshot-vc", text=yaml.safe_dump(site))
+    assert failed == {
+        "suites/test_slingshot.py::test_slingshot[node1]",
+        "suites/test_slingshot.py::test_slingshot[node4]",
+        "suites/test_nccl_nodes.py::test_nccl_node[node2]",
+    }
+    results = record.load(run)
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    bad = {(v["check"], v["subject"]) for v in results["verdicts"] if v["outcome"] in ("fail", "error")}
+    assert bad == {
+        ("slingshot.devices", "node1"),
+        ("slingshot.env", "node4"),
+        ("nccl.transport", "node2"),
+    }, bad
+    env = next(v for v in results["verdicts"] if v["check"] == "slingshot.env" and v["subject"] == "node3")
+    assert env["outcome"] == "pass" and "all 8 required variables" in env["message"], env
+    nic = next(v for v in results["verdicts"] if v["check"] == "launch.nic" and v["subject"] == "node3")
+    assert nic["outcome"] == "pass", nic
+
+
 def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     vcluster: Any, tmp_path: Path
 ) -> None:

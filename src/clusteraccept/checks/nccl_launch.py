@@ -45,6 +45,8 @@ def launch_checks(
         f"failed: {result.failure}" if result.failure else "no result rows",
         f"{len(result.rows)} rows",
     )
+    if result.failure is not None and not result.ranks and not result.rows:
+        return tuple(out)  # it failed before it listed a rank (at init): the checks below would only echo it
     n = result.nranks
     check(
         "multi_rank",
