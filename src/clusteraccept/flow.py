@@ -399,9 +399,10 @@ def probe_options(site: Site) -> dict[str, object]:
         "roce": site.roce is not None,
         # the nodes whose type is fabric: efa (probes/efa.py collects nothing elsewhere)
         "efa_nodes": {n: True for n in site.nodes if site.node_type(n).fabric == "efa"},
-        # the nodes whose type is fabric: slingshot, with the variables their jobs must get (its env)
-        "slingshot_nodes": {
-            n: {"env": [k for k, _ in ss.env]} for n in site.nodes if (ss := site.node_type(n).slingshot)
+        # the nodes whose type is fabric: slingshot, and per such type the variables its jobs must get
+        "slingshot_nodes": {n: site.node_type(n).name for n in site.nodes if site.node_type(n).slingshot},
+        "slingshot_env": {
+            nt.name: [k for k, _ in nt.slingshot.env] for nt in site.node_types if nt.slingshot
         },
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {

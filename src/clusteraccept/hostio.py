@@ -371,6 +371,11 @@ def bind_cpus(cpus: frozenset[int]) -> frozenset[int]:
     return cpus if forced is None else frozenset(forced)
 
 
+# The file a process's environment is in (proc(5)): what environ()'s Evidence is named after. It reads
+# os.environ, the same variables, as this process holds them
+ENVIRON = "/proc/self/environ"
+
+
 def environ(names: Sequence[str]) -> Evidence:
     """The values this process's environment gives ``names`` (only those: a job's environment holds
     credentials), one ``NAME=value`` line each, the unset ones left out. In a host profile: this process's
@@ -387,9 +392,6 @@ def environ(names: Sequence[str]) -> Evidence:
             env.pop(k, None)
     lines = "".join(f"{n}={env[n]}\n" for n in names if n in env)
     return Evidence(hostname(), "job-env", path=ENVIRON, returncode=0, stdout=lines)
-
-
-ENVIRON = "/proc/self/environ"  # what environ() reads (proc(5)), named in its Evidence
 
 
 def _profile_affinity(profile: Path) -> dict[str, list[int]]:

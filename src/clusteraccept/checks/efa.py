@@ -26,7 +26,7 @@ from clusteraccept.checks.hostfacts import NodeEvidence, by_node, last_line
 from clusteraccept.errors import ParseError
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.parsers import proc_limits
-from clusteraccept.probes.efa import LIMITS, PROVIDER
+from clusteraccept.probes.efa import LIMITS
 from clusteraccept.probes.topology import IB_CLASS_DIR
 from clusteraccept.site.model import Site
 
@@ -38,21 +38,17 @@ def _problems(site: Site, node: str, ne: NodeEvidence) -> tuple[list[str] | None
     """What is wrong with the node's EFA devices (None: cannot be judged), and what was seen."""
     nt = site.node_type(node)
     assert nt.efa is not None
-    info, why, finding = libfabric.listing(
-        ne, PROVIDER, "EFA", "the EFA installer puts it in /opt/amazon/efa/bin"
-    )
-    if info is None:
-        why = why or "fi_info gave nothing"
-        return ([why] if finding else None), why
-    devices = info.devices(PROVIDER)
-    problems = libfabric.inventory(nt, devices, nt.efa.devices, "EFA")
+    where = "the EFA installer puts it in /opt/amazon/efa/bin"
+    devices, problems, seen = libfabric.offered(ne, nt, nt.efa.devices, "EFA", where)
+    if problems is None:
+        return None, seen
     for dev in devices:
         state = ne.text(f"{IB_CLASS_DIR}/{dev}/ports/1/state")
         if state is not None and not state.endswith("ACTIVE"):
             problems.append(f"{dev} port 1 is {state}, expected ACTIVE")
         elif state is None and ne.listing(IB_CLASS_DIR) is not None:
             problems.append(f"{dev} is not in {IB_CLASS_DIR} (or its port state is unreadable)")
-    return problems, libfabric.seen(devices, "EFA")
+    return problems, seen
 
 
 def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
@@ -100,17 +96,7 @@ def _memlock(node: str, ne: NodeEvidence) -> Verdict:
 
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:
     """Node -> why its nccl steps are not judged: efa.devices fails there (a device short, none offered)."""
-    out = {}
-    for node, ne in by_node([a for a in evidence if a[0].meta.get("check") == FAMILY]).items():
-        try:
-            if site.node_type(node).efa is None:
-                continue
-        except KeyError:  # a host the site does not list (a run re-judged with another site file)
-            continue
-        problems, _ = _problems(site, node, ne)
-        if problems:
-            out[node] = f"efa.devices on {node} ({problems[0]})"
-    return out
+    return libfabric.incomplete(site, evidence, FAMILY, _problems)
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:

@@ -38,7 +38,7 @@ from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
 from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES
-from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR, PCI_DEVICES
+from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR, PCI_DEVICES, nic_class_dir
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
 
@@ -56,25 +56,21 @@ def driver_flavor(text: str | None) -> tuple[str | None, str | None]:
     return ("open" if m.group(1).startswith("Open") else "proprietary"), m.group(2)
 
 
-def _no_hca(ne: NodeEvidence) -> bool:
-    """No rail NIC at all: /sys/class/infiniband empty (/sys/class/cxi on a Slingshot node)."""
-    names = ne.listing(_class_dir(ne))
+def _no_hca(ne: NodeEvidence, where: str) -> bool:
+    """No rail NIC at all: the node type's NIC class (probes/topology.nic_class_dir) is empty."""
+    names = ne.listing(where)
     return names is not None and not names
 
 
-def _class_dir(ne: NodeEvidence) -> str:
-    """Where this node's rail NICs are: the probe lists /sys/class/cxi only on a Slingshot node."""
-    return CXI_CLASS_DIR if ne.listing(CXI_CLASS_DIR) is not None else IB_CLASS_DIR
-
-
-def _ib_ev(ne: NodeEvidence) -> tuple[str, ...]:
+def _ib_ev(ne: NodeEvidence, where: str) -> tuple[str, ...]:
     """The archived listing of the NICs' class (the evidence of "no RDMA device")."""
-    path = ne.archived(_class_dir(ne))
+    path = ne.archived(where)
     return (path,) if path else ()
 
 
-def _no_rdma(node: str) -> str:
-    return f"{node}: no RDMA device on this host ({IB_CLASS_DIR} is empty): GPUDirect RDMA does not apply"
+def _no_rdma(node: str, where: str) -> str:
+    what = "Slingshot NIC" if where == CXI_CLASS_DIR else "RDMA device"
+    return f"{node}: no {what} on this host ({where} is empty): GPUDirect RDMA does not apply"
 
 
 # nvidia-peermem is ib_core's peer-memory client, and perftest's ib_write_bw an ibverbs program (NVIDIA
@@ -99,11 +95,11 @@ def _peermem(node: str, ne: NodeEvidence) -> Verdict:
     km = _KERNEL.match(release)
     kernel_ok = km is not None and (int(km.group(1)), int(km.group(2))) >= DMABUF_KERNEL
     dmabuf = flavor == "open" and kernel_ok
-    if _no_hca(ne):
+    if _no_hca(ne, IB_CLASS_DIR):  # a Slingshot node's peermem verdict is a SKIP of its own (_node)
         seen = (f"{live[0]} loaded" if live else "no peer-memory module loaded") + (
             f", DMA-BUF usable (open NVIDIA kernel module {version}, Linux {release})" if dmabuf else ""
         )
-        return skip(check, FAMILY, node, f"{_no_rdma(node)} (observed: {seen})", ev)
+        return skip(check, FAMILY, node, f"{_no_rdma(node, IB_CLASS_DIR)} (observed: {seen})", ev)
     if live:
         also = "; DMA-BUF also usable" if dmabuf else ""
         return expect(
@@ -159,8 +155,9 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     rails = [r for r in site.node_type(node).rails if r.gpu == k]
     if not rails:
         return skip(check, FAMILY, subject, f"the site's rail map assigns no NIC to GPU{k}")
-    if _no_hca(ne):
-        return skip(check, FAMILY, subject, _no_rdma(node), _ib_ev(ne))
+    where = nic_class_dir(site.node_type(node).fabric)
+    if _no_hca(ne, where):
+        return skip(check, FAMILY, subject, _no_rdma(node, where), _ib_ev(ne, where))
     gpu_path = ne.link(f"{PCI_DEVICES}/{addr}") if addr else None
     if gpu_path is None:
         return error(check, FAMILY, subject, f"{node} gpu{k}: no PCI path for the GPU (nvidia-smi/sysfs)")
@@ -169,7 +166,7 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     bad: list[str] = []
     checked: list[str] = []
     for r in rails:
-        nic_path = ne.link(f"{_class_dir(ne)}/{r.hca}/device")
+        nic_path = ne.link(f"{where}/{r.hca}/device")
         if nic_path is None:
             return skip(check, FAMILY, subject, f"{node} gpu{k}: rail NIC {r.hca} is absent (see topology)")
         for bdf in _path_bridges(gpu_path, nic_path):
@@ -264,8 +261,8 @@ def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
             why = f"{who}: ib_write_bw is an ibverbs benchmark and {NOT_VERBS} (gpudirect.nccl_gdrdma judges"
             out.append(skip(check, FAMILY, subject, why + " GPU memory over it)"))
             continue
-        if _no_hca(ne):
-            out.append(skip(check, FAMILY, subject, _no_rdma(node), _ib_ev(ne)))
+        if _no_hca(ne, IB_CLASS_DIR):
+            out.append(skip(check, FAMILY, subject, _no_rdma(node, IB_CLASS_DIR), _ib_ev(ne, IB_CLASS_DIR)))
             continue
         if absent is not None:
             why = (
@@ -367,9 +364,12 @@ def _index_logs(logs: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> _Logs:
     for i, (ev, path) in enumerate(logs):
         if wanted <= first.keys():
             break
-        if not ev.ok:  # a step that failed (at init: nccl.transport says why) shows no channel to judge
-            continue
-        result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
+        if ev.ok:
+            result, why = parsed(nccl_debug.parse, "NCCL INFO log", (ev, path))
+        else:  # a step that failed (nccl.launch says how) may still show the channels it built
+            result = _lines_of_failed(ev.stdout)
+            if result is None:
+                continue  # a failed step's partial output is no parser fault
         if result is None:
             unparsable = unparsable or (i, str(why), path)
             continue
@@ -382,12 +382,19 @@ def _index_logs(logs: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> _Logs:
     return _Logs(first, unparsable)
 
 
-def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs) -> Verdict:
+def _lines_of_failed(text: str) -> nccl_debug.NcclDebug | None:
+    try:
+        return nccl_debug.parse(text)
+    except ParseError:
+        return None
+
+
+def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs, where: str) -> Verdict:
     """Judged on the first log (in archive order) with NET channels of the node; a log that did not parse
     before it is an ERROR (it may have been the node's)."""
     check = "gpudirect.nccl_gdrdma"
-    if _no_hca(ne):
-        return skip(check, FAMILY, node, _no_rdma(node), _ib_ev(ne))
+    if _no_hca(ne, where):
+        return skip(check, FAMILY, node, _no_rdma(node, where), _ib_ev(ne, where))
     hit, bad = logs.first.get(node), logs.unparsable
     if bad is not None and (hit is None or bad[0] < hit[0]):
         return error(check, FAMILY, node, f"{node}: {bad[1]}", (bad[2],))
@@ -416,10 +423,13 @@ def _node(site: Site, node: str, ne: NodeEvidence, logs: _Logs) -> list[Verdict]
         if site.node_type(node).fabric == "slingshot"
         else _peermem(node, ne)
     )
-    out = [peermem, _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs)]
+    where = nic_class_dir(site.node_type(node).fabric)
+    out = [peermem, _iommu(site, node, ne, addrs or {}), _nccl_gdrdma(node, ne, logs, where)]
     for k in range(site.node_type(node).gpus):
-        if _no_hca(ne):
-            out.append(skip("gpudirect.acs", FAMILY, gpu_subject(node, k), _no_rdma(node), _ib_ev(ne)))
+        if _no_hca(ne, where):
+            out.append(
+                skip("gpudirect.acs", FAMILY, gpu_subject(node, k), _no_rdma(node, where), _ib_ev(ne, where))
+            )
         elif addrs is None or k not in addrs:
             out.append(
                 error(

@@ -263,9 +263,8 @@ def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
     missing = [lib for h, lib in debug.net_plugin_missing if h == node]
     if missing or not debug.of_host("net_plugins", node):
         found = f" (NET/Plugin: could not find {missing[0]})" if missing else ""
-        return (
-            f": no net plugin loaded{found}: aws-ofi-nccl's libnccl-net.so is not on the job's library path"
-        )
+        lib = missing[0] if missing else "libnccl-net.so"
+        return f": no net plugin loaded{found}: aws-ofi-nccl's {lib} is not on the job's library path"
     return ""
 
 

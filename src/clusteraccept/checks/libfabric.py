@@ -5,13 +5,14 @@ PCI addresses of the devices the plugin names. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, failure, last_line
+from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, by_node, failure, last_line
 from clusteraccept.errors import ParseError
 from clusteraccept.parsers import fi_info
 from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR
+from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import NodeType
 
 NicPci = Mapping[str, Mapping[str, str]]  # node -> PCI address ("0000:18:00.0") -> device (EFA, cxi)
@@ -40,7 +41,43 @@ def listing(
         return None, f"could not parse fi_info output ({path}): {exc}", False
 
 
-def inventory(nt: NodeType, devices: Sequence[str], declared: int, what: str) -> list[str]:
+def offered(
+    ne: NodeEvidence, nt: NodeType, declared: int, what: str, where: str
+) -> tuple[tuple[str, ...], list[str] | None, str]:
+    """The devices ``fi_info -p <provider>`` offers this node, what is wrong with them (None: cannot be
+    judged) and what was seen: the count against the node type's (``declared``), every device the rail
+    map names among them. ``what``/``where``: as :func:`listing` says them."""
+    assert nt.provider is not None
+    info, why, finding = listing(ne, nt.provider, what, where)
+    if info is None:
+        why = why or "fi_info gave nothing"
+        return (), ([why] if finding else None), why
+    devices = info.devices(nt.provider)
+    return devices, _inventory(nt, devices, declared, what), seen(devices, what)
+
+
+def incomplete(
+    site: Site,
+    evidence: Sequence[tuple[Any, str]],
+    family: str,
+    problems: Callable[[Site, str, NodeEvidence], tuple[list[str] | None, str]],
+) -> dict[str, str]:
+    """Node -> why its nccl steps are not judged: ``<family>.devices`` fails there (a device short, none
+    offered, a link down), as ``problems`` finds it on the nodes whose fabric is ``family``."""
+    out = {}
+    for node, ne in by_node([a for a in evidence if a[0].meta.get("check") == family]).items():
+        try:
+            if site.node_type(node).fabric != family:
+                continue
+        except KeyError:  # a host the site does not list (a run re-judged with another site file)
+            continue
+        found, _ = problems(site, node, ne)
+        if found:
+            out[node] = f"{family}.devices on {node} ({found[0]})"
+    return out
+
+
+def _inventory(nt: NodeType, devices: Sequence[str], declared: int, what: str) -> list[str]:
     """The count libfabric offers against the node type's, and every device the rail map names among them."""
     problems = []
     if len(devices) != declared:

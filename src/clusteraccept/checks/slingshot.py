@@ -26,37 +26,62 @@ from clusteraccept.checks import libfabric
 from clusteraccept.checks.hostfacts import NodeEvidence, by_node
 from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
-from clusteraccept.probes.slingshot import NET_CLASS_DIR, PROVIDER
+from clusteraccept.probes.slingshot import NET_CLASS_DIR
 from clusteraccept.probes.topology import CXI_CLASS_DIR
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import NodeType
 
 FAMILY = "slingshot"
 CHECKS = ("slingshot.devices", "slingshot.env")
 
 
-def _problems(site: Site, node: str, ne: NodeEvidence) -> tuple[list[str] | None, str]:
-    """What is wrong with the node's Slingshot NICs (None: cannot be judged), and what was seen."""
-    nt = site.node_type(node)
-    assert nt.slingshot is not None
-    info, why, finding = libfabric.listing(
-        ne, PROVIDER, "cxi", "it comes with libfabric, e.g. /opt/cray/libfabric"
-    )
-    if info is None:
-        why = why or "fi_info gave nothing"
-        return ([why] if finding else None), why
-    devices = info.devices(PROVIDER)
-    problems = libfabric.inventory(nt, devices, nt.slingshot.devices, "cxi")
+# RFC 2863's operational states as sysfs prints them (Documentation/ABI/testing/sysfs-class-net): these say
+# the link is not up; "unknown", "testing" and "dormant" say nothing of it (a driver that does not report)
+_NOT_UP = ("down", "lowerlayerdown", "notpresent")
+
+
+def _links(nt: NodeType, devices: Sequence[str], ne: NodeEvidence) -> tuple[list[str], list[str]]:
+    """Each rail's netdev: (what is wrong, what could not be read). A netdev that is not its NIC's (another
+    PCI device: cxi_stat pairs them by it) judges the wrong link, which is a finding of its own."""
+    problems: list[str] = []
+    unknown: list[str] = []
     for r in nt.rails:
         if r.netdev is None or any(n not in devices for n in r.devices):
-            continue  # no netdev named, or the NIC itself is absent (said above)
-        state = ne.text(f"{NET_CLASS_DIR}/{r.netdev}/operstate")
-        if state is None:
-            problems.append(f"rail {r.index}'s {r.netdev} is not in {NET_CLASS_DIR} (or unreadable)")
+            continue  # the NIC itself is absent (said already)
+        who = f"rail {r.index}'s {r.netdev} ({', '.join(r.devices)})"
+        item = ne.file(f"{NET_CLASS_DIR}/{r.netdev}/operstate")
+        state = item[0].stdout.strip() if item is not None and item[0].ok else None
+        if item is None:
+            unknown.append(f"{who}: its operstate was not read")
+        elif state is None:
+            problems.append(f"{who}: no such network device in {NET_CLASS_DIR}")
+        elif state in _NOT_UP:
+            problems.append(f"{who} link is {state}, expected up")
         elif state != "up":
+            unknown.append(f"{who}: operstate {state!r} says nothing of its link")
+        nic = ne.link(f"{CXI_CLASS_DIR}/{r.devices[0]}/device")
+        dev = ne.link(f"{NET_CLASS_DIR}/{r.netdev}/device")
+        if nic and dev and nic.rsplit("/", 1)[-1] != dev.rsplit("/", 1)[-1]:
             problems.append(
-                f"rail {r.index}'s {r.netdev} ({', '.join(r.devices)}) link is {state}, expected up"
+                f"rail {r.index}'s {r.netdev} is not {r.devices[0]}'s network device (PCI "
+                f"{dev.rsplit('/', 1)[-1]}, the NIC {nic.rsplit('/', 1)[-1]}): fix the rail map's netdev"
             )
-    return problems, libfabric.seen(devices, "cxi")
+    return problems, unknown
+
+
+def _problems(site: Site, node: str, ne: NodeEvidence) -> tuple[list[str] | None, str]:
+    """What is wrong with the node's Slingshot NICs and links (None: cannot be judged), and what was seen."""
+    nt = site.node_type(node)
+    assert nt.slingshot is not None
+    where = "the bin directory of the site's libfabric"
+    devices, problems, seen = libfabric.offered(ne, nt, nt.slingshot.devices, "cxi", where)
+    if problems is None:
+        return None, seen
+    bad, unknown = _links(nt, devices, ne)
+    problems += bad
+    if unknown and not problems:
+        return None, "; ".join(unknown)
+    return problems, seen
 
 
 def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
@@ -67,7 +92,7 @@ def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     problems, seen = _problems(site, node, ne)
     if problems is None:
         return error(check, FAMILY, node, f"{node}: {seen}", paths)
-    links = "every rail's link up" if any(r.netdev for r in nt.rails) else "no rail netdev named"
+    links = "every rail's link up"
     msg = (
         "; ".join(problems) if problems else f"{seen} offered by libfabric, every rail's among them, {links}"
     )
@@ -107,17 +132,7 @@ def _env(site: Site, node: str, ne: NodeEvidence) -> Verdict:
 
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:
     """Node -> why its nccl steps are not judged: slingshot.devices fails there (a NIC short, a link down)."""
-    out = {}
-    for node, ne in by_node([a for a in evidence if a[0].meta.get("check") == FAMILY]).items():
-        try:
-            if site.node_type(node).slingshot is None:
-                continue
-        except KeyError:  # a host the site does not list (a run re-judged with another site file)
-            continue
-        problems, _ = _problems(site, node, ne)
-        if problems:
-            out[node] = f"slingshot.devices on {node} ({problems[0]})"
-    return out
+    return libfabric.incomplete(site, evidence, FAMILY, _problems)
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:

@@ -105,8 +105,13 @@ def _noun(nt: NodeType) -> str:
 def _family_counts(nt: NodeType) -> str | None:
     """The check family that judges a libfabric node type's device count (efa.devices, slingshot.devices):
     a rail device absent there is its finding, not topology's."""
+    return f"{nt.fabric}.devices" if nt.provider else None
+
+
+def _absent(nt: NodeType, node: str, counted: str, nics: list[str]) -> str:
+    """Why a libfabric node type's absent rail device is not judged here: its family's finding."""
     noun = {"efa": "EFA device", "slingshot": "Slingshot NIC"}.get(nt.fabric, "device")
-    return f"{nt.fabric}.devices on {{node}}: {noun}" if nt.provider else None
+    return f"not judged: {counted} on {node}: {noun} {', '.join(nics)} absent"
 
 
 def _topo_numa(topo: nvidia_smi_topo.TopoMatrix, gpu: int, cpus: lscpu.Lscpu | None) -> int | None:
@@ -126,7 +131,8 @@ def _affinity(
     hca: str,
     topo: nvidia_smi_topo.TopoMatrix,
     cpus: lscpu.Lscpu | None,
-) -> tuple[bool, str]:
+) -> tuple[bool | None, str]:
+    """(ok, why) of one rail NIC of GPU ``gpu``; ok None: nothing could be compared."""
     nt = site.node_type(node)
     g = Pci(ne, f"{PCI_DEVICES}/{addr}")
     n = Pci(ne, f"{nic_class_dir(nt.fabric)}/{hca}/device")
@@ -164,10 +170,10 @@ def _affinity(
     )
     if bad:
         return False, bad[0] + (f" ({'; '.join(bad[1:])})" if bad[1:] else "")
-    if link is None:
-        return True, (
-            f"rail NIC {hca}: {where or 'NUMA not compared'} (nvidia-smi topo -m does not list it, so its "
-            "PCIe closeness is not judged)"
+    if link is None:  # NUMA alone, where sysfs says both nodes; nothing compared is no pass
+        return (True if where and not unknown else None), (
+            f"rail NIC {hca}: {where or 'no NUMA information to compare'} (nvidia-smi topo -m does not list "
+            "it, so its PCIe closeness is not judged)"
         )
     return True, f"rail NIC {hca} is {link} to GPU{gpu} (its closest NIC){', ' + where if where else ''}"
 
@@ -241,10 +247,10 @@ def _affinity_verdict(
     if topo is None:
         return error(check, FAMILY, subject, f"{node} gpu{k}: {topo_err}", ev)
     msgs: list[str] = []
-    ok_all = True
+    ok_all, unjudged = True, False
     absent = [nic for r in rails for nic in r.devices if Pci(ne, f"{where}/{nic}/device").path is None]
     if absent and (counted := _family_counts(nt)):  # the device count is that family's finding
-        why = f"not judged: {counted.format(node=node)} {', '.join(absent)} absent"
+        why = _absent(nt, node, counted, absent)
         return skip(check, FAMILY, subject, why, ev)
     for nic in (nic for r in rails for nic in r.devices):
         n = Pci(ne, f"{where}/{nic}/device")
@@ -256,8 +262,11 @@ def _affinity_verdict(
             )
             continue
         ok, msg = _affinity(site, node, ne, k, addr, nic, topo, cpus)
-        ok_all &= ok
+        ok_all &= ok is not False
+        unjudged |= ok is None
         msgs.append(msg)
+    if ok_all and unjudged:
+        return skip(check, FAMILY, subject, f"{node} gpu{k}: " + "; ".join(msgs), ev)
     return expect(check, FAMILY, subject, ok_all, f"{node} gpu{k}: " + "; ".join(msgs), evidence=ev)
 
 
@@ -335,7 +344,7 @@ def _rail_nics(
     listed = ", ".join(ne.listing(where) or []) or "none"
     checks = ("topology.nic_port", "topology.nic_pcie_link")
     if absent and (counted := _family_counts(nt)):  # the device count is that family's finding
-        why = f"not judged: {counted.format(node=node)} {', '.join(n for n, _ in absent)} absent"
+        why = _absent(nt, node, counted, [n for n, _ in absent])
         return [skip(c, FAMILY, subject, why, absent[0][1].evidence()) for c in checks]
     if absent:
         msg = f"{who}: not present ({where}: {listed})"

@@ -35,7 +35,7 @@ aws-ofi-nccl plugin's own lines (aws/aws-ofi-nccl src/nccl_ofi_net.c, nccl_ofi_a
     NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.   (2.25: "network plugin")
     NET/Plugin: Could not find: ofi libnccl-net-ofi.so. Using internal network plugin.  (NCCL_NET_PLUGIN=ofi)
     NET/Plugin : dlerror=libnccl-net.so: cannot open ... No plugin found (libnccl-net.so), using internal
-    implementation                                         (2.19-2.20, one line)
+    implementation                                         (2.19; 2.21: "NET/Plugin: No plugin found (...)")
     WARN Error: network AWS Libfabric not found.           (NCCL_NET names a network none offers: init fails)
     NET/OFI Initializing aws-ofi-nccl 1.16.2               ("Using aws-ofi-nccl 1.4.0aws" in 1.4)
     NET/OFI Selected Provider is efa (found 4 nics)         (1.4: without the nic count)
@@ -226,7 +226,7 @@ _VDEV = re.compile(
 _PLUGIN = re.compile(r"NET/Plugin ?: Loaded net plugin (?P<name>.+?)(?: \(v\d+\))?\s*")
 _PLUGIN_MISSING = re.compile(
     r"NET/Plugin ?: (?:Could not find:? ?(?:\S+ )?(?P<lib>[^\s]+?)\.?(?: Using internal .*)?"
-    r"|.*No plugin found \((?P<old>[^)\s]+)\), using internal implementation)\s*"
+    r"|.*No plugin found \((?P<old>[^)\s]+)\)(?:, using internal implementation)?)\s*"
 )
 _OFI_VERSION = re.compile(r"NET/OFI (?:Initializing|Using) aws-ofi-nccl (?P<v>\S+)\s*")
 _OFI_PROVIDER = re.compile(

@@ -137,13 +137,14 @@ def collect(options: dict[str, object]) -> list[Evidence]:
         resolved(f"{IB_CLASS_DIR}/{h}/device") for h in names
     ]
     slingshot = options.get("slingshot_nodes")
+    cxi_nics: list[str] = []
     if isinstance(slingshot, dict) and hostio.hostname() in slingshot:  # its NICs are cxi's, not ibverbs'
         cxi_list, cxi_nics = listing(CXI_CLASS_DIR)
         out.append(cxi_list)
         links += [resolved(f"{CXI_CLASS_DIR}/{n}/device") for n in cxi_nics if "/" not in n]
     out += links
     paths = [p for p in (device_path(ev) for ev in links) if p]
-    if bdfs and len(paths) > len(bdfs):  # ACS matters between a GPU and a NIC
+    if bdfs and (names or cxi_nics):  # ACS matters between a GPU and a NIC
         leaves = {p.rsplit("/", 1)[-1] for p in paths}
         out += [
             hostio.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")

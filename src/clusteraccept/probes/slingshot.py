@@ -1,16 +1,19 @@
 """HPE Slingshot on this node: evidence only (judged by checks/slingshot.py).
 
-On the nodes whose type is ``fabric: slingshot`` (``options["slingshot_nodes"]``: node -> the variable
-names its jobs must get):
+On the nodes whose type is ``fabric: slingshot`` (``options["slingshot_nodes"]``: node -> its node type;
+``options["slingshot_env"]``: node type -> the variable names its jobs must get):
 - ``fi_info -p cxi`` (libfabric's fi_info(1), ``-p``: only that provider): the cxi devices libfabric
   offers, as NCCL's aws-ofi-nccl plugin will see them (one entry per NIC, domain ``cxi0``, ...; where the
   provider is not working fi_info prints ``fi_getinfo: -61 (No data available)``: CSCS, "resource hook",
   eth-cscs/cscs-docs docs/software/container-engine/resource-hook.md);
 - ``/sys/class/cxi`` (the cxi driver's NICs) and where each one's ``device`` link leads (its PCI address:
   aws-ofi-nccl names the devices it uses by address, "NIC group G device #D <PCI address>");
-- each rail's network device's ``/sys/class/net/<netdev>/operstate`` (``hsn0``, ...: "up" when the link
-  is up; Documentation/ABI/testing/sysfs-class-net), the link state CSCS's node checks count with
-  ``cxi_stat``;
+- each rail's network device (``hsn0``, ...): its ``/sys/class/net/<netdev>/operstate`` (RFC 2863's
+  states, "up" ... "down": Documentation/ABI/testing/sysfs-class-net) and where its ``device`` link
+  leads: cxi_stat pairs a cxi NIC with its netdev by that PCI device (HewlettPackard/shs-libcxi
+  utils/cxi_stat.c). That the hsn netdev's operstate follows the Slingshot link (what CSCS's node checks
+  count as cxi_stat's "Link state: up") is UNVERIFIED: a state that says nothing ("unknown") is judged
+  as not measured, never as a link down;
 - the job's environment, only the variables the site requires (``slingshot.env``: HPE's and the centre's
   libfabric/NCCL settings, which a module or container hook must give every job).
 """
@@ -37,7 +40,11 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     rails = options.get("node_rails")
     mine = rails.get(me, []) if isinstance(rails, dict) else []
     for netdev in dict.fromkeys(str(r["netdev"]) for r in mine if r.get("netdev")):
-        out.append(hostio.read(f"{NET_CLASS_DIR}/{netdev}/operstate"))
-    wanted = nodes[me].get("env", []) if isinstance(nodes[me], dict) else []
+        out += [
+            hostio.read(f"{NET_CLASS_DIR}/{netdev}/operstate"),
+            resolved(f"{NET_CLASS_DIR}/{netdev}/device"),
+        ]
+    env = options.get("slingshot_env")
+    wanted = env.get(str(nodes[me]), []) if isinstance(env, dict) else []
     out.append(hostio.environ([str(n) for n in wanted]))
     return out

@@ -180,8 +180,9 @@ def init_failure(
         return f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n", 2
     asked = env.get("NCCL_NET", "")
     lost = [h for h in dict.fromkeys(hosts) if h in fab.faults.ofi_plugin_missing]
-    if asked and lost and fab.net == "ofi" and len(set(hosts)) > 1:
-        # NCCL src/net.cc: NCCL_NET names a network (compared with strcasecmp) that no loaded net offers:
+    if asked and lost and fab.net == "ofi":
+        # NCCL src/net.cc: NCCL_NET names a network (compared with strcasecmp) that no loaded net offers
+        # (the nets are set up at every communicator's init, a node's own too):
         # WARN "Error: network %s not found." and ncclInvalidUsage, whose string nccl-tests' NCCLCHECK
         # prints (src/init.cc ncclGetErrorString); the plugin line is NCCL 2.23's (docs/fabrics-research.md)
         text = (

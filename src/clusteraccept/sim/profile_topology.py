@@ -329,6 +329,9 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
         part.links[f"/sys/bus/pci/devices/{s.nic_bdf}"] = s.nic_dir
         if s.hca not in gone:
             part.links[f"{nic_class_dir(nt.fabric)}/{s.hca}/device"] = s.nic_dir
+            netdev = next((r.netdev for r in nt.rails if r.index == s.rail), None)
+            if nt.fabric == "slingshot" and netdev:  # the NIC's Ethernet function: its hsn netdev
+                part.links[f"/sys/class/net/{netdev}/device"] = s.nic_dir
     part.commands += [
         (
             "nvidia-smi topo -m",

@@ -29,7 +29,14 @@ from clusteraccept.site.nodes import (
 )
 from clusteraccept.site.operations import KEYS as OPS_KEYS
 from clusteraccept.site.operations import parse_ops
-from clusteraccept.site.schema import Section, describe, expand_repo, refuse_control, refuse_secrets
+from clusteraccept.site.schema import (
+    ENV_NAME,
+    Section,
+    describe,
+    expand_repo,
+    refuse_control,
+    refuse_secrets,
+)
 from clusteraccept.site.slurm import parse_slurm
 
 
@@ -119,7 +126,6 @@ FAULT_FAMILY: dict[str, str] = {
     "slingshot_env_missing": "slingshot",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
-_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
 def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
@@ -232,7 +238,7 @@ def _setup(top: Section) -> tuple[str, ...]:
 def _env(top: Section) -> dict[str, str]:
     env = top.str_map("env")
     for k in env:
-        if not re.fullmatch(_ENV_NAME, k):
+        if not re.fullmatch(ENV_NAME, k):
             raise SiteConfigError(top.file, f"env.{k}", "an environment variable name", repr(k))
     refuse_secrets(top.file, "env", env)
     return {k: str(expand_repo(v)) for k, v in env.items()}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import hostlist
 
 from clusteraccept.errors import SiteConfigError
-from clusteraccept.site.schema import Section, describe
+from clusteraccept.site.schema import ENV_NAME, Section, describe
 
 _HCA = r"[A-Za-z0-9_]+"
 # A network interface name as the kernel allows it (net/core/dev.c dev_valid_name(): 1 to IFNAMSIZ-1 = 15
@@ -214,6 +214,8 @@ def _rails(sec: Section, fabric: str) -> tuple[Rail, ...]:
             )
         gpu = int(m[1])
         nics = _rail_nics(r, fabric)
+        if fabric == "slingshot" and not r.has("netdev"):  # its link is judged on the netdev
+            raise r.error("netdev", "the NIC's network device, like hsn0 (cxi_stat: 'Network device')", None)
         rails.append(
             Rail(
                 index=gpu,
@@ -295,9 +297,6 @@ def _efa(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Efa | None:
     return Efa(devices)
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _slingshot(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Slingshot | None:
     if fabric != "slingshot":
         if sec.has("slingshot"):
@@ -312,7 +311,7 @@ def _slingshot(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Slingshot 
         raise s.error("devices", f"at least the {len(named)} cxi devices the rails name", devices)
     env = s.raw("env", {})
     if not isinstance(env, dict) or not all(
-        _ENV_NAME.fullmatch(str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool)
+        re.fullmatch(ENV_NAME, str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool)
         for k, v in env.items()
     ):
         raise s.error(

@@ -17,6 +17,8 @@ from clusteraccept.redact import is_secret_name
 T = TypeVar("T")
 _MISSING: Any = object()
 
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"  # an environment variable name (POSIX: letters, digits, _)
+
 
 def describe(value: Any) -> str:
     """How a found value reads in an error message: its repr, shortened, and its YAML type where unclear."""

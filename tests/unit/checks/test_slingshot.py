@@ -266,7 +266,7 @@ def test_transport_on_slingshot_from_the_real_polaris_and_alps_logs() -> None:
     assert f["nid006365"].ok is False and f["nid006365"].message == (
         "NCCL_NET asks for network 'AWS Libfabric', which NCCL did not find (the step failed at init): "
         "no net plugin loaded (NET/Plugin: could not find libnccl-net-ofi.so): aws-ofi-nccl's "
-        "libnccl-net.so is not on the job's library path"
+        "libnccl-net-ofi.so is not on the job's library path"
     )
     assert f["nid006366"].ok is None  # no line of that node's in this log
     # a provider other than cxi selected
