@@ -275,3 +275,50 @@ def test_transport_on_slingshot_from_the_real_polaris_and_alps_logs() -> None:
     tcp += f"{pre} Channel 00/0 : 0[0] -> 1[0] [send] via NET/Libfabric/0\n"
     f = _findings(s, tcp, "nid006365,nid006366", "nccl.transport")["nid006366"]
     assert f.ok is False and f.message == "aws-ofi-nccl selected libfabric provider tcp, not cxi"
+
+
+def test_a_netdev_that_is_not_its_nics_and_a_link_state_that_says_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = site([])
+    module_env(s, monkeypatch)
+    probe = collect(s, ("slingshot",), tmp_path)["slingshot"]
+    # nid002's rail map says hsn1 for cxi1, but hsn1 is cxi0's function (as a swapped map would read)
+    swapped = edited(
+        probe,
+        "nid002",
+        lambda e: e.path == "/sys/class/net/hsn1/device",
+        lambda e: replace(
+            e,
+            stdout=next(
+                x.stdout for x, _ in probe if x.host == "nid002" and x.path == "/sys/class/net/hsn0/device"
+            ),
+        ),
+    )
+    vague = edited(
+        swapped,
+        "nid003",
+        lambda e: e.path == "/sys/class/net/hsn0/operstate",
+        lambda e: replace(e, stdout="unknown\n"),
+    )
+    unread = [
+        a for a in vague if not (a[0].host == "nid004" and a[0].path == "/sys/class/net/hsn2/operstate")
+    ]
+    bad = failing(checks.judge("slingshot", s, unread, s.nodes))
+    assert set(bad) == {("slingshot.devices", n) for n in ("nid002", "nid003", "nid004")}
+    v = bad["slingshot.devices", "nid002"]
+    assert v.outcome is Outcome.FAIL and "rail 1's hsn1 is not cxi1's network device (PCI" in v.message
+    assert bad["slingshot.devices", "nid003"].outcome is Outcome.ERROR
+    assert "operstate 'unknown' says nothing of its link" in bad["slingshot.devices", "nid003"].message
+    assert bad["slingshot.devices", "nid004"].outcome is Outcome.ERROR
+    assert "its operstate was not read" in bad["slingshot.devices", "nid004"].message
+    assert set(incomplete(s, unread)) == {"nid002"}  # only a finding un-judges a node's steps
+
+
+def test_a_slingshot_rail_needs_its_netdev() -> None:
+    data = yaml.safe_load((CONFIGS / "demo-slingshot.yaml").read_text())
+    data["node_types"]["gh-4gpu"]["rails"]["gpu1"] = {"nics": ["cxi1"], "rate_Gbps": 200}
+    with pytest.raises(
+        SiteConfigError, match=r"rails\.gpu1\.netdev: expected the NIC's network device, like hsn0"
+    ):
+        parse_site(CONFIGS / "demo-slingshot.yaml", data)

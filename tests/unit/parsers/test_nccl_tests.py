@@ -383,3 +383,23 @@ def test_an_info_line_glued_to_a_result_row_is_not_taken_for_an_info_line() -> N
     lines[last] += "vm:1396:1400 [0] NCCL INFO comm 0x55 rank 0 nranks 2 - Init COMPLETE"
     with pytest.raises(ParseError):
         parse("\n".join(lines))
+
+
+def test_a_step_that_failed_at_init_still_convicts_its_pair_when_no_gating_finding_explains_it() -> None:
+    """A run that failed before listing a rank says so once; with no launch, NIC or transport finding to name
+    the cause, its pair row still counts as slow (localization finds a node that fails with everyone)."""
+    from clusteraccept.checks.nccl import judge_step
+    from clusteraccept.evidence import Evidence
+    from clusteraccept.render import REPO_ROOT
+    from clusteraccept.site.load import load_site
+
+    s = load_site("demo", REPO_ROOT / "site-configs")
+    a, b = s.nodes[0], s.nodes[1]
+    meta = {"kind": "pair", "scope": "pair_in_block", "collective": "sendrecv", "nodes": f"{a},{b}"}
+    meta.update(rail="0", subject=f"{a}-{b}:rail0", check="nccl")
+    text = load("allreduce-1node-2xh200-g3-invalid-gpus-fail-v2.19.6.txt")
+    ev = Evidence(a, "nccl-tests", argv=("sendrecv_perf",), returncode=5, stdout=text, meta=meta)
+    verdicts, rows, _ = judge_step(s, ev, "raw/x#nccl/a/step.json")
+    launch = next(v for v in verdicts if v.check == "nccl.launch")
+    assert launch.message == "exit code 5; failed: .. vm pid 1187: Test failure common.cu:1454"
+    assert [r["failed"] for r in rows] == ["fail"] and rows[0]["slow"] is True
