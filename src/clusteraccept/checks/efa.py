@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusteraccept.checks import libfabric
-from clusteraccept.checks.hostfacts import NodeEvidence, by_node, last_line
+from clusteraccept.checks.hostfacts import NodeEvidence, last_line
 from clusteraccept.errors import ParseError
-from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import Verdict, error, expect
 from clusteraccept.parsers import proc_limits
 from clusteraccept.probes.efa import LIMITS
 from clusteraccept.probes.topology import IB_CLASS_DIR
@@ -100,18 +100,12 @@ def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
-    grouped = by_node(evidence)
-    out: list[Verdict] = []
-    for node in nodes:
-        nt = site.node_type(node)
-        if nt.efa is None:
-            out += [
-                skip(c, FAMILY, node, f"node type {nt.name} is fabric {nt.fabric}: no EFA") for c in CHECKS
-            ]
-        elif (ne := grouped.get(node)) is None:
-            out += [
-                error(c, FAMILY, node, f"{node}: no efa evidence came back from this node") for c in CHECKS
-            ]
-        else:
-            out += [_devices(site, node, ne), _memlock(node, ne)]
-    return out
+    return libfabric.judge(
+        site,
+        evidence,
+        nodes,
+        FAMILY,
+        CHECKS,
+        "EFA",
+        lambda s, node, ne: [_devices(s, node, ne), _memlock(node, ne)],
+    )

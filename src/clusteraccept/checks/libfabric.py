@@ -8,8 +8,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from clusteraccept.checks.hostfacts import CANNOT_RUN, NodeEvidence, by_node, failure, last_line
+from clusteraccept.checks.hostfacts import (
+    CANNOT_RUN,
+    NodeEvidence,
+    by_node,
+    failure,
+    judge_nodes,
+    last_line,
+)
 from clusteraccept.errors import ParseError
+from clusteraccept.judge.verdicts import Verdict, error, skip
 from clusteraccept.parsers import fi_info
 from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR
 from clusteraccept.site.model import Site
@@ -75,6 +83,34 @@ def incomplete(
         if found:
             out[node] = f"{family}.devices on {node} ({found[0]})"
     return out
+
+
+def judge(
+    site: Site,
+    evidence: Sequence[tuple[Any, str]],
+    nodes: Sequence[str],
+    family: str,
+    checks: Sequence[str],
+    label: str,
+    per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
+) -> list[Verdict]:
+    """A libfabric family's verdicts (efa, slingshot: the family is named after its fabric): ``per_node``
+    on each node of that fabric, ERROR on every check of one whose evidence did not come back, SKIP on
+    every check of a node of another fabric (``label``: the fabric as the message names it)."""
+
+    def other(nt: NodeType, node: str) -> list[Verdict]:
+        why = f"node type {nt.name} is fabric {nt.fabric}: no {label}"
+        return [skip(c, family, node, why) for c in checks]
+
+    def mine(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
+        nt = site.node_type(node)
+        return per_node(site, node, ne) if nt.fabric == family else other(nt, node)
+
+    def missing(site: Site, node: str, why: str) -> list[Verdict]:
+        nt = site.node_type(node)
+        return [error(c, family, node, why) for c in checks] if nt.fabric == family else other(nt, node)
+
+    return judge_nodes(site, evidence, nodes, family, mine, missing)
 
 
 def _inventory(nt: NodeType, devices: Sequence[str], declared: int, what: str) -> list[str]:

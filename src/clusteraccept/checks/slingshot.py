@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusteraccept.checks import libfabric
-from clusteraccept.checks.hostfacts import NodeEvidence, by_node
+from clusteraccept.checks.hostfacts import NodeEvidence
 from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.probes.slingshot import NET_CLASS_DIR
@@ -136,20 +136,12 @@ def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str
 
 
 def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str]) -> list[Verdict]:
-    grouped = by_node(evidence)
-    out: list[Verdict] = []
-    for node in nodes:
-        nt = site.node_type(node)
-        if nt.slingshot is None:
-            out += [
-                skip(c, FAMILY, node, f"node type {nt.name} is fabric {nt.fabric}: no Slingshot")
-                for c in CHECKS
-            ]
-        elif (ne := grouped.get(node)) is None:
-            out += [
-                error(c, FAMILY, node, f"{node}: no slingshot evidence came back from this node")
-                for c in CHECKS
-            ]
-        else:
-            out += [_devices(site, node, ne), _env(site, node, ne)]
-    return out
+    return libfabric.judge(
+        site,
+        evidence,
+        nodes,
+        FAMILY,
+        CHECKS,
+        "Slingshot",
+        lambda s, node, ne: [_devices(s, node, ne), _env(s, node, ne)],
+    )

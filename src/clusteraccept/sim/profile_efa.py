@@ -46,6 +46,14 @@ def missing_devices(site: Site, node: str, faults: list[dict[str, Any]]) -> set[
     return {n for r in site.node_type(node).rails if r.gpu in gpus for n in r.devices}
 
 
+def present_devices(site: Site, node: str, faults: list[dict[str, Any]]) -> list[str]:
+    """The node's rail devices (EFA devices, cxi NICs) that its faults left it, each once."""
+    gone = missing_devices(site, node, faults)
+    return [
+        n for n in dict.fromkeys(n for r in site.node_type(node).rails for n in r.devices) if n not in gone
+    ]
+
+
 def fi_info_text(devices: list[str]) -> str:
     """The real capture's two EFA entries (rdm, dgrm) of its one device, once per device."""
     entries = fixture_text(str(FI_INFO_FIXTURE)).split("provider: efa;ofi_rxd")[0]
@@ -64,8 +72,7 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     nt = site.node_type(node)
     if nt.efa is None:
         return part
-    gone = missing_devices(site, node, faults)
-    devices = [n for n in dict.fromkeys(n for r in nt.rails for n in r.devices) if n not in gone]
+    devices = present_devices(site, node, faults)
     part.commands.append(("fi_info -p efa", fi_info_text(devices), 0))
     part.files.update({f"/sys/class/infiniband/{d}/ports/1/state": "4: ACTIVE\n" for d in devices})
     memlock = any(f.get("kind") == "memlock_limited" for f in faults)

@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from clusteraccept.sim.hosts import Part
-from clusteraccept.sim.profile_efa import DATA, fixture_text, missing_devices
+from clusteraccept.sim.profile_efa import DATA, fixture_text, present_devices
 from clusteraccept.site.model import Site
 
 FI_INFO_FIXTURE = DATA / "fi_info" / "cxi-slingshot-cscs-working-single-entry.txt"
@@ -40,12 +40,11 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
     nt = site.node_type(node)
     if nt.slingshot is None:
         return part
-    gone = missing_devices(site, node, faults)
-    devices = [n for n in dict.fromkeys(n for r in nt.rails for n in r.devices) if n not in gone]
+    devices = present_devices(site, node, faults)
     part.commands.append(("fi_info -p cxi", fi_info_text(devices), 0))
     down = {int(f["gpu"]) for f in faults if f.get("kind") == "slingshot_link_down" and "gpu" in f}
     for r in nt.rails:
-        if r.netdev and not set(r.devices) & gone:
+        if r.netdev and set(r.devices) <= set(devices):
             part.files[f"/sys/class/net/{r.netdev}/operstate"] = "down\n" if r.gpu in down else "up\n"
     unset = [
         str(f["setting"]) for f in faults if f.get("kind") == "slingshot_env_missing" and f.get("setting")
