@@ -33,6 +33,8 @@ FAMILIES = (
     Family(
         "slingshot", probed=True, judged=True, junit_suites=("slingshot",), about="HPE Slingshot NICs and env"
     ),
+    # Google Cloud GPUDirect-TCPX/TCPXO (fabric: tcpx, tcpxo): the GPU NICs, their links, the job's env
+    Family("tcpx", probed=True, judged=True, junit_suites=("tcpx",), about="GPUDirect-TCPX(O) NICs and env"),
     # SHARP: sharp_hello on the nodes, and the SHARP on/off all_reduce rounds of the campaigns.
     Family("sharp", probed=True, judged=True, junit_suites=("sharp",), about="SHARP checks"),
     # Measured by the campaigns' srun steps (plan/), not by the probe job.

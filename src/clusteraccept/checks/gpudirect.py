@@ -38,9 +38,16 @@ from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import lsmod, lspci, nccl_debug, perftest
 from clusteraccept.plan.subjects import gpu_subject, rail_subject
 from clusteraccept.probes.gpudirect import MESSAGE_B, PEERMEM_MODULES
-from clusteraccept.probes.topology import CXI_CLASS_DIR, IB_CLASS_DIR, PCI_DEVICES, nic_class_dir
+from clusteraccept.probes.topology import (
+    CXI_CLASS_DIR,
+    IB_CLASS_DIR,
+    NET_CLASS_DIR,
+    PCI_DEVICES,
+    nic_class_dir,
+)
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import NodeType
 
 FAMILY = "gpudirect"
 _DRIVER = re.compile(r"NVRM version: NVIDIA UNIX (Open Kernel Module for \S+|\S+ Kernel Module)\s+([0-9.]+)")
@@ -69,14 +76,17 @@ def _ib_ev(ne: NodeEvidence, where: str) -> tuple[str, ...]:
 
 
 def _no_rdma(node: str, where: str) -> str:
-    what = "Slingshot NIC" if where == CXI_CLASS_DIR else "RDMA device"
+    what = {CXI_CLASS_DIR: "Slingshot NIC", NET_CLASS_DIR: "GPU NIC"}.get(where, "RDMA device")
     return f"{node}: no {what} on this host ({where} is empty): GPUDirect RDMA does not apply"
 
 
 # nvidia-peermem is ib_core's peer-memory client, and perftest's ib_write_bw an ibverbs program (NVIDIA
-# GPUDirect RDMA docs; perftest README): neither applies to a Slingshot NIC, which is no ibverbs device.
-# GPU memory reaching the NIC is read from the NCCL log there (gpudirect.nccl_gdrdma: /GDRDMA).
-NOT_VERBS = "a Slingshot NIC is no ibverbs device"
+# GPUDirect RDMA docs; perftest README): neither applies to a Slingshot NIC or a GPUDirect-TCPX GPU NIC,
+# which are no ibverbs devices. GPU memory reaching the NIC is read from the NCCL log there
+# (gpudirect.nccl_gdrdma: /GDRDMA; Google's plugins offer NCCL GPU buffers, NCCL_PTR_CUDA: tcpx
+# src/net_tcpx.cc, tcpxo nccl_shim.cc).
+def _not_verbs(nt: NodeType) -> str:
+    return f"a {nt.nic_noun} is no ibverbs device"
 
 
 def _peermem(node: str, ne: NodeEvidence) -> Verdict:
@@ -257,8 +267,9 @@ def _write_bw(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
     for r in site.node_type(node).rails:
         check, subject = "gpudirect.write_bw", rail_subject(node, r.index)
         who = f"{node} rail{r.index} {r.hca}<->GPU{r.gpu}"
-        if site.node_type(node).fabric == "slingshot":
-            why = f"{who}: ib_write_bw is an ibverbs benchmark and {NOT_VERBS} (gpudirect.nccl_gdrdma judges"
+        if not site.node_type(node).verbs:
+            why = f"{who}: ib_write_bw is an ibverbs benchmark and {_not_verbs(site.node_type(node))} "
+            why += "(gpudirect.nccl_gdrdma judges"
             out.append(skip(check, FAMILY, subject, why + " GPU memory over it)"))
             continue
         if _no_hca(ne, IB_CLASS_DIR):
@@ -418,9 +429,15 @@ def _nccl_gdrdma(node: str, ne: NodeEvidence, logs: _Logs, where: str) -> Verdic
 
 def _node(site: Site, node: str, ne: NodeEvidence, logs: _Logs) -> list[Verdict]:
     addrs, why = gpu_addresses(ne)
+    nt = site.node_type(node)
     peermem = (
-        skip("gpudirect.peermem", FAMILY, node, f"{node}: nvidia-peermem serves ibverbs drivers; {NOT_VERBS}")
-        if site.node_type(node).fabric == "slingshot"
+        skip(
+            "gpudirect.peermem",
+            FAMILY,
+            node,
+            f"{node}: nvidia-peermem serves ibverbs drivers; {_not_verbs(nt)}",
+        )
+        if not nt.verbs
         else _peermem(node, ne)
     )
     where = nic_class_dir(site.node_type(node).fabric)

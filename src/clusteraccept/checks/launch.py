@@ -34,7 +34,7 @@ from clusteraccept.parsers.nccl_debug import NcclConnection, NcclDebug
 from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 from clusteraccept.plan.commands import env_words
 from clusteraccept.site.model import Site
-from clusteraccept.site.nodes import LIBFABRIC_PROVIDER
+from clusteraccept.site.nodes import LIBFABRIC_PROVIDER, TCP_PLUGIN
 
 FAMILY = "nccl"
 CHECKS = ("launch.binding", "launch.nic", "nccl.transport", "nccl.config")
@@ -168,6 +168,9 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
             what = f"rail {meta['rail']}'s {kind} {', '.join(sorted(allowed))}"
         else:
             allowed, what = {n for r in rails for n in r.devices}, f"a rail {kind} of the site"
+        if _fabric(site, node) in TCP_PLUGIN:  # the plugin names its devices itself
+            out.append(_tcp_nics(node, debug, allowed, what, step))
+            continue
         if ofi:  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
             found, why = _ofi_nics(node, debug, nic_pci.get(node, {}))
             if found is None:
@@ -194,14 +197,38 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
     return out
 
 
+def _tcp_nics(node: str, debug: NcclDebug, allowed: set[str], what: str, step: str) -> Finding:
+    """The GPU NICs a TCPX(O) node's NET channels went through, by the plugin's own device lines."""
+    mine = [c for c in debug.net_channels() if c.host == node and c.net_dev is not None]
+    if mine and all(c.net == "Socket" for c in mine):
+        why = f"its NET channels are TCP sockets, no GPU NIC (nccl.transport on {node} says why)"
+        return Finding("launch.nic", node, None, why, step)
+    used = {c.net_dev for c in mine if c.net != "Socket" and c.net_dev is not None}
+    if not used:
+        return Finding("launch.nic", node, None, "no NET channel of this node in the NCCL log", step)
+    names = {i: n for h, i, n in debug.tcp_net_devices if h == node}
+    if unknown := sorted(i for i in used if i not in names):
+        why = f"the plugin's log does not say which GPU NIC net device(s) {unknown} are (NET subsystem)"
+        return Finding("launch.nic", node, None, why, step)
+    found = {names[i] for i in used}
+    stray = sorted(found - allowed)
+    msg = f"used {', '.join(sorted(found))}" + (f", not {what}: {', '.join(stray)}" if stray else "")
+    return Finding("launch.nic", node, not stray, msg, step)
+
+
 def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
     expect, step, out = site.nccl.expect, step_id(meta), []
     for node in meta["nodes"].split(","):
         mine = [c for c in debug.connections if c.host == node]
         asked = [net for h, net in debug.net_not_found if h == node]
+        failed = [m for h, m in debug.tcp_plugin_failures if h == node]
         if not mine and asked:  # NCCL_NET names a network NCCL could not load: the step failed at init
             why = f"NCCL_NET asks for network {asked[0]!r}, which NCCL did not find (the step failed at init)"
             out.append(Finding("nccl.transport", node, False, why + _socket_cause(site, node, debug), step))
+            continue
+        if failed and _fabric(site, node) in TCP_PLUGIN:  # Google's plugins stop the process, no fallback
+            why = "the net plugin stopped the step" + _tcp_cause(node, debug)
+            out.append(Finding("nccl.transport", node, False, why, step))
             continue
         if not mine:
             out.append(Finding("nccl.transport", node, None, "no connection lines of this node", step))
@@ -211,6 +238,8 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
             bad.append("NET/Socket: NCCL fell back to TCP sockets" + _socket_cause(site, node, debug))
         elif (provider := LIBFABRIC_PROVIDER.get(_fabric(site, node) or "")) is not None:
             bad += _off_ofi(node, mine, debug, provider)
+        elif _fabric(site, node) in TCP_PLUGIN:
+            bad += _off_tcp(site, node, mine, debug)
         if expect.intra_node == "p2p" and any(c.family == "SHM" for c in mine):
             bad.append("GPU to GPU over SHM (host memory) inside the node, not P2P (NVLink/PCIe)")
         # NVLS reduces over the NVLink switch: only a step with several GPUs per node can engage it;
@@ -248,7 +277,9 @@ _LABEL = {"efa": "EFA"}  # how a provider is named to a person where its fi_info
 
 
 def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
-    """Why an EFA or Slingshot node's NCCL took sockets, as its own log lines say."""
+    """Why an EFA, Slingshot or TCPX(O) node's NCCL took sockets, as its own log lines say."""
+    if _fabric(site, node) in TCP_PLUGIN:
+        return _tcp_cause(node, debug)
     provider = LIBFABRIC_PROVIDER.get(_fabric(site, node) or "")
     if provider is None:
         return ""
@@ -266,6 +297,40 @@ def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
         lib = missing[0] if missing else "libnccl-net.so"
         return f": no net plugin loaded{found}: aws-ofi-nccl's {lib} is not on the job's library path"
     return ""
+
+
+def _tcp_cause(node: str, debug: NcclDebug) -> str:
+    """Why a GPUDirect-TCPX(O) node's NCCL did not run over Google's plugin, as its log says: the
+    receive-datapath manager (RxDM: a container the Slurm prolog starts per job) did not answer, so the
+    plugin's init failed; or no plugin was found on the library path."""
+    if failed := [msg for h, msg in debug.tcp_plugin_failures if h == node]:
+        rxdm = [m for m in failed if not m.startswith("Plug-in core")] or failed
+        return (
+            f": {rxdm[0]!r}: its receive-datapath manager (RxDM, the container the job's prolog starts "
+            "on every node of a multi-node job) is not running or not reachable on this node"
+            if rxdm[0].startswith(("Timeout: RxDM", "unix client", "NET/GPUDirectTCPX register"))
+            else f": {rxdm[0]!r}"
+        )
+    missing = [lib for h, lib in debug.net_plugin_missing if h == node]
+    if missing or not debug.of_host("net_plugins", node):
+        found = f" (NET/Plugin: could not find {missing[0]})" if missing else ""
+        lib = missing[0] if missing else "libnccl-net.so"
+        return f": no net plugin loaded{found}: Google's {lib} is not on the job's library path"
+    return ""
+
+
+def _off_tcp(site: Site, node: str, mine: Sequence[NcclConnection], debug: NcclDebug) -> list[str]:
+    """A TCPX(O) node's network channels go through Google's plugin (GPUDirectTCPX_v7, FasTrak), of the
+    version the site pins (``tcpx.plugin_version``), or say what instead."""
+    nt = site.node_type(node)
+    plugin = TCP_PLUGIN[nt.fabric]
+    nets = sorted({c.net for c in mine if c.family == "NET" and c.net})
+    bad = [f"NET/{n}, not Google's {nt.fabric.upper()} plugin (NET/{plugin})" for n in nets if n != plugin]
+    want = nt.tcp.plugin_version if nt.tcp else None
+    versions = debug.of_host("tcp_plugin_versions", node)
+    if nets and not bad and want and versions and want not in versions:
+        bad.append(f"{plugin} plugin version {', '.join(versions)}, the site expects {want}")
+    return bad
 
 
 def _off_ofi(node: str, mine: Sequence[NcclConnection], debug: NcclDebug, provider: str) -> list[str]:
@@ -381,6 +446,19 @@ def _odd_versions(findings: Sequence[Finding]) -> dict[str, str]:
     }
 
 
+def _quoted(bad: Sequence[Finding]) -> tuple[list[str], int]:
+    """The failing findings as a verdict quotes them, each message once with the steps that showed it
+    (a node whose plugin failed says so on every step: once, not 37 times), and how many steps that is."""
+    by_message: dict[str, list[str]] = {}
+    for f in bad:
+        by_message.setdefault(f.message, []).append(f.step)
+    out, shown = [], 0
+    for message, steps in list(by_message.items())[:MAX_QUOTED]:
+        out.append(f"{message} [{', '.join(steps[:MAX_QUOTED])}]")
+        shown += min(len(steps), MAX_QUOTED)
+    return out, shown
+
+
 def node_verdicts(
     findings: Sequence[Finding],
     nodes: Sequence[str],
@@ -410,8 +488,8 @@ def node_verdicts(
             quote = bad or (fs if extra else [])  # a run-wide finding quotes the node's own steps
             paths = tuple(dict.fromkeys(evidence[f.step] for f in quote if f.step in evidence))[:MAX_QUOTED]
             if bad or extra:
-                quoted = [f"{f.message} [{f.step}]" for f in bad[:MAX_QUOTED]]
-                more = f" (+{len(bad) - MAX_QUOTED} more steps)" if len(bad) > MAX_QUOTED else ""
+                quoted, shown = _quoted(bad)
+                more = f" (+{len(bad) - shown} more steps)" if len(bad) > shown else ""
                 out.append(
                     Verdict(
                         check, FAMILY, node, Outcome.FAIL, "; ".join(extra + quoted) + more, evidence=paths

@@ -75,7 +75,7 @@ def incomplete(
     out = {}
     for node, ne in by_node([a for a in evidence if a[0].meta.get("check") == family]).items():
         try:
-            if site.node_type(node).fabric != family:
+            if site.node_type(node).family != family:
                 continue
         except KeyError:  # a host the site does not list (a run re-judged with another site file)
             continue
@@ -94,9 +94,9 @@ def judge(
     label: str,
     per_node: Callable[[Site, str, NodeEvidence], list[Verdict]],
 ) -> list[Verdict]:
-    """A libfabric family's verdicts (efa, slingshot: the family is named after its fabric): ``per_node``
-    on each node of that fabric, ERROR on every check of one whose evidence did not come back, SKIP on
-    every check of a node of another fabric (``label``: the fabric as the message names it)."""
+    """A fabric family's verdicts (efa, slingshot, tcpx: ``NodeType.family``): ``per_node`` on each node
+    of that fabric, ERROR on every check of one whose evidence did not come back, SKIP on every check of
+    a node of another fabric (``label``: the fabric as the message names it)."""
 
     def other(nt: NodeType, node: str) -> list[Verdict]:
         why = f"node type {nt.name} is fabric {nt.fabric}: no {label}"
@@ -104,11 +104,11 @@ def judge(
 
     def mine(site: Site, node: str, ne: NodeEvidence) -> list[Verdict]:
         nt = site.node_type(node)
-        return per_node(site, node, ne) if nt.fabric == family else other(nt, node)
+        return per_node(site, node, ne) if nt.family == family else other(nt, node)
 
     def missing(site: Site, node: str, why: str) -> list[Verdict]:
         nt = site.node_type(node)
-        return [error(c, family, node, why) for c in checks] if nt.fabric == family else other(nt, node)
+        return [error(c, family, node, why) for c in checks] if nt.family == family else other(nt, node)
 
     return judge_nodes(site, evidence, nodes, family, mine, missing)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import counters, efa, slingshot
+from clusteraccept.checks import counters, efa, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
@@ -596,7 +596,11 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])
-    short = efa.incomplete(site, evidence) | slingshot.incomplete(site, evidence)
+    short = (
+        efa.incomplete(site, evidence)
+        | slingshot.incomplete(site, evidence)
+        | tcpx.incomplete(site, evidence)
+    )
     down |= short
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
@@ -692,11 +696,13 @@ def link_error_verdicts(
         ivs, problems = counters.intervals(by_node.get(node, []))
         nt = site.node_type(node)
         for r in nt.rails:
-            if nt.fabric == "slingshot":
+            if not nt.verbs:
+                how = {"slingshot": "cxi_stat -r prints them: HewlettPackard/shs-libcxi"}.get(
+                    nt.fabric, "the interface's statistics in sysfs"
+                )
                 why = (
-                    f"{node} rail{r.index} ({r.hca}): a Slingshot NIC's error rates are not read yet "
-                    "(cxi_stat -r prints them: HewlettPackard/shs-libcxi); its link is judged by "
-                    "slingshot.devices"
+                    f"{node} rail{r.index} ({r.hca}): a {nt.nic_noun}'s error rates are not read yet "
+                    f"({how}); its link is judged by {nt.family}.devices"
                 )
                 out.append(skip("nccl.link_errors", "nccl", rail_subject(node, r.index), why))
                 continue

@@ -22,22 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clusteraccept.checks import libfabric
+from clusteraccept.checks import jobenv, libfabric, netdev
 from clusteraccept.checks.hostfacts import NodeEvidence
-from clusteraccept.hostio import ENVIRON
-from clusteraccept.judge.verdicts import Verdict, error, expect, skip
-from clusteraccept.probes.slingshot import NET_CLASS_DIR
-from clusteraccept.probes.topology import CXI_CLASS_DIR
+from clusteraccept.judge.verdicts import Verdict, error, expect
+from clusteraccept.probes.topology import CXI_CLASS_DIR, NET_CLASS_DIR
 from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import NodeType
 
 FAMILY = "slingshot"
 CHECKS = ("slingshot.devices", "slingshot.env")
-
-
-# RFC 2863's operational states as sysfs prints them (Documentation/ABI/testing/sysfs-class-net): these say
-# the link is not up; "unknown", "testing" and "dormant" say nothing of it (a driver that does not report)
-_NOT_UP = ("down", "lowerlayerdown", "notpresent")
 
 
 def _links(nt: NodeType, devices: Sequence[str], ne: NodeEvidence) -> tuple[list[str], list[str]]:
@@ -48,23 +41,15 @@ def _links(nt: NodeType, devices: Sequence[str], ne: NodeEvidence) -> tuple[list
     for r in nt.rails:
         if r.netdev is None or any(n not in devices for n in r.devices):
             continue  # the NIC itself is absent (said already)
-        who = f"rail {r.index}'s {r.netdev} ({', '.join(r.devices)})"
-        item = ne.file(f"{NET_CLASS_DIR}/{r.netdev}/operstate")
-        state = item[0].stdout.strip() if item is not None and item[0].ok else None
-        if item is None:
-            unknown.append(f"{who}: its operstate was not read")
-        elif state is None:
-            problems.append(f"{who}: no such network device in {NET_CLASS_DIR}")
-        elif state in _NOT_UP:
-            problems.append(f"{who} link is {state}, expected up")
-        elif state != "up":
-            unknown.append(f"{who}: operstate {state!r} says nothing of its link")
+        bad, unsure = netdev.link_state(ne, r.netdev, f"rail {r.index}'s {r.netdev} ({', '.join(r.devices)})")
+        problems += [bad] if bad else []
+        unknown += [unsure] if unsure else []
         nic = ne.link(f"{CXI_CLASS_DIR}/{r.devices[0]}/device")
-        dev = ne.link(f"{NET_CLASS_DIR}/{r.netdev}/device")
-        if nic and dev and nic.rsplit("/", 1)[-1] != dev.rsplit("/", 1)[-1]:
+        dev = netdev.pci_address(ne, r.netdev)
+        if nic and dev and nic.rsplit("/", 1)[-1] != dev:
             problems.append(
                 f"rail {r.index}'s {r.netdev} is not {r.devices[0]}'s network device (PCI "
-                f"{dev.rsplit('/', 1)[-1]}, the NIC {nic.rsplit('/', 1)[-1]}): fix the rail map's netdev"
+                f"{dev}, the NIC {nic.rsplit('/', 1)[-1]}): fix the rail map's netdev"
             )
     return problems, unknown
 
@@ -100,34 +85,10 @@ def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
 
 
 def _env(site: Site, node: str, ne: NodeEvidence) -> Verdict:
-    check = "slingshot.env"
     nt = site.node_type(node)
     assert nt.slingshot is not None
-    wanted = dict(nt.slingshot.env)
-    if not wanted:
-        return skip(check, FAMILY, node, f"node type {nt.name} requires no variables (slingshot.env)")
-    item = ne.file(ENVIRON)
-    if item is None or not item[0].ok:
-        return error(check, FAMILY, node, f"{node}: the job's environment was not read")
-    ev, path = item
-    got = dict(line.split("=", 1) for line in ev.stdout.splitlines() if "=" in line)
-    unset = [k for k in wanted if k not in got]
-    other = [f"{k}={got[k]} (expected {v})" for k, v in wanted.items() if k in got and got[k] != v]
-    bad = ([f"unset: {', '.join(unset)}"] if unset else []) + other
-    if bad:
-        msg = (
-            f"{node}: the job's environment lacks the site's Slingshot settings: {'; '.join(bad)} (the "
-            "module or container hook that sets them did not reach this node's jobs)"
-        )
-        return expect(check, FAMILY, node, False, msg, evidence=(path,))
-    return expect(
-        check,
-        FAMILY,
-        node,
-        True,
-        f"{node}: the job gets all {len(wanted)} required variables",
-        evidence=(path,),
-    )
+    hint = "the module or container hook that sets them did not reach this node's jobs"
+    return jobenv.verdict("slingshot.env", FAMILY, node, nt.slingshot.env, ne, "Slingshot settings", hint)
 
 
 def incomplete(site: Site, evidence: Sequence[tuple[Any, str]]) -> dict[str, str]:

@@ -99,7 +99,7 @@ def _no_hca(ne: NodeEvidence, nt: NodeType) -> bool:
 
 
 def _noun(nt: NodeType) -> str:
-    return "Slingshot NIC" if nt.fabric == "slingshot" else "RDMA device"
+    return nt.nic_noun if not nt.verbs else "RDMA device"
 
 
 def _family_counts(nt: NodeType) -> str | None:
@@ -110,8 +110,7 @@ def _family_counts(nt: NodeType) -> str | None:
 
 def _absent(nt: NodeType, node: str, counted: str, nics: list[str]) -> str:
     """Why a libfabric node type's absent rail device is not judged here: its family's finding."""
-    noun = {"efa": "EFA device", "slingshot": "Slingshot NIC"}.get(nt.fabric, "device")
-    return f"not judged: {counted} on {node}: {noun} {', '.join(nics)} absent"
+    return f"not judged: {counted} on {node}: {nt.nic_noun} {', '.join(nics)} absent"
 
 
 def _topo_numa(topo: nvidia_smi_topo.TopoMatrix, gpu: int, cpus: lscpu.Lscpu | None) -> int | None:
@@ -139,7 +138,7 @@ def _affinity(
     if f"GPU{gpu}" not in topo.gpus:
         return False, f"nvidia-smi topo -m lists no GPU{gpu} ({len(topo.gpus)} GPUs)"
     link = topo.link(gpu, hca) if hca in topo.nics else None
-    if link is None and nt.fabric != "slingshot":
+    if link is None and nt.verbs:  # nvidia-smi topo -m lists RDMA NICs; of a cxi or TCPX NIC: not said
         return False, f"nvidia-smi topo -m lists no NIC {hca} (NICs: {', '.join(topo.nics) or 'none'})"
     closest = topo.closest_nics(gpu) if link is not None else ()
     g_numa, n_numa, t_numa = g.numa(), n.numa(), _topo_numa(topo, gpu, cpus)
@@ -238,7 +237,7 @@ def _affinity_verdict(
             FAMILY,
             subject,
             f"{node}: no {_noun(nt)} on this host ({where} is empty: "
-            f"no {'HCA' if nt.fabric != 'slingshot' else 'NIC'}, or its driver is not loaded), "
+            f"no {'HCA' if nt.verbs else 'NIC'}, or its driver is not loaded), "
             f"no NIC to pair with GPU{k}",
             ev + listing,
         )
@@ -350,8 +349,8 @@ def _rail_nics(
         msg = f"{who}: not present ({where}: {listed})"
         return [expect(c, FAMILY, subject, False, msg, evidence=absent[0][1].evidence()) for c in checks]
     link = next((v for v in links if v.outcome is not Outcome.PASS), links[0])
-    if nt.fabric == "slingshot":  # a cxi NIC is no ibverbs device: ibstat has no port of it
-        why = f"{node} rail{r.index}: a Slingshot NIC, its link state is judged by slingshot.devices"
+    if not nt.verbs:  # a cxi NIC or a TCPX GPU NIC is no ibverbs device: ibstat has no port of it
+        why = f"{node} rail{r.index}: a {nt.nic_noun}, its link state is judged by {nt.family}.devices"
         return [link, skip("topology.nic_port", FAMILY, subject, why)]
     if (
         nt.fabric == "efa"

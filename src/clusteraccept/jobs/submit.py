@@ -682,14 +682,15 @@ def node_rails(site: Site, nodes: Sequence[str]) -> dict[str, list[dict[str, obj
     out: dict[str, list[dict[str, object]]] = {}
     for n in nodes:
         nt = site.node_type(n)
-        # a libfabric fabric's rails (EFA, Slingshot) name their devices; probes/counters reads per fabric
+        # a libfabric fabric's rails (EFA, Slingshot) name their devices, a TCPX(O) rail its netdev;
+        # probes/counters reads per fabric
         out[n] = [
             {
                 "gpu": r.gpu,
                 "hca": r.hca,
                 "port": r.port,
                 "netdev": r.netdev,
-                **({"fabric": nt.fabric, "nics": list(r.nics)} if nt.provider else {}),
+                **({"fabric": nt.fabric, "nics": list(r.nics)} if nt.family else {}),
             }
             for r in nt.rails
         ]

@@ -147,6 +147,23 @@ class NcclDebug:
     # WARN "Error: network AWS Libfabric not found.": (host, the network NCCL_NET named), which fails the
     # communicator's init (NCCL src/net.cc; a real Alps capture in eth-cscs/cscs-docs nccl.md)
     net_not_found: tuple[tuple[str | None, str], ...] = ()
+    # Google's GPUDirect-TCPX/TCPXO plugins: (host, version) of "NET/GPUDirectTCPX ver. 3.1.9." and
+    # "NET/FasTrak <time>: Initializing network FasTrak, version: 1.0.17" (tcpx src/net_tcpx.cc; tcpxo
+    # fastrak_offload/init.cc: an absl sink printing "NET/FasTrak %s: %s")
+    tcp_plugin_versions: tuple[tuple[str | None, str], ...] = ()
+    # (host, what the plugin said) where it failed: TCPXO "Timeout: RxDM not ready on <host> after N
+    # seconds: <status>" (a WARN; then "Plug-in core initialization failed (...), aborting...": the
+    # process aborts, tcpxo fastrak_offload/init.cc and fastrak_plugin.cc), TCPX "unix client <path>,
+    # gpumem fd client connect failed ..." (then "TCPXASSERT ...": exit(1), tcpx src/gpu/rx_pool.cu,
+    # src/misc/checks1.h) or, with NCCL_GPUDIRECTTCPX_REPORT_LIFECYCLE=1, "NET/GPUDirectTCPX register
+    # failed against receive_datapath_manager, ..." (init fails, tcpx src/net_tcpx.cc)
+    tcp_plugin_failures: tuple[tuple[str | None, str], ...] = ()
+    # (host, NCCL net device, GPU NIC) as the plugin names them: TCPX "NET/GPUDirectTCPX : Using
+    # [0]enp12s0:<ip><port> [1]..." (its devices sorted by name: the index NCCL's channels print, tcpx
+    # src/connect.cc, src/misc/socket_utils.cc); TCPXO "Initialized shim for GPU with CUDA index C,
+    # FasTrak index F, and pci_path: P, the corresponding closest net device is: D (enp6s0)" (tcpxo
+    # nccl_shim.cc; D indexes the devices getProperties reports)
+    tcp_net_devices: tuple[tuple[str | None, int, str], ...] = ()
 
     def network(self) -> str | None:
         """The network chosen when every communicator agrees, else None."""
@@ -237,6 +254,19 @@ _OFI_NIC = re.compile(
     r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+)"
     r" (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
 )
+_TCPX_VERSION = re.compile(r"NET/GPUDirectTCPX ver\. (?P<v>\d+(?:\.\d+)*)\.?\s*")
+_FASTRAK = re.compile(r"NET/FasTrak (?P<time>.*?): (?P<msg>.*)")
+_FASTRAK_VERSION = re.compile(r"Initializing network FasTrak, version: (?P<v>\S+?)\s*")
+_TCP_FAILED = re.compile(
+    r"(?:NET/GPUDirectTCPX register failed against receive_datapath_manager.*"
+    r"|unix client \S+, gpumem fd client connect failed.*"
+    r"|Timeout: RxDM not ready.*|Plug-in core initialization failed.*)"
+)
+_TCPX_USING = re.compile(r"NET/GPUDirectTCPX : Using(?P<devs>(?: \[\d+\][^\s:\[\]]+:\S+)+)\s*")
+_FASTRAK_SHIM = re.compile(
+    r"Initialized shim for GPU with CUDA index \d+, FasTrak index \d+, and pci_path: \S*, the "
+    r"corresponding closest net device is: (?P<d>\d+) \((?P<name>[^)\s]+)\)\s*"
+)
 _NET_NOT_FOUND = re.compile(r"Error: network (?P<net>.+?) not found\.?\s*")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
@@ -270,6 +300,9 @@ _TUPLES = (
     "ofi_init_failed",
     "net_plugin_missing",
     "net_not_found",
+    "tcp_plugin_versions",
+    "tcp_plugin_failures",
+    "tcp_net_devices",
 )
 
 
@@ -374,6 +407,23 @@ def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> No
         _add(acc["ofi_no_provider"], host)
 
 
+def _tcp_plugin(acc: dict[str, Any], msg: str, host: str | None) -> None:
+    """A GPUDirect-TCPX/TCPXO plugin's own line, at whatever level it logged it."""
+    if msg.startswith("NET/FasTrak ") and (m := _FASTRAK.fullmatch(msg)) is not None:
+        msg = m["msg"]
+        if (v := _FASTRAK_VERSION.fullmatch(msg)) is not None:
+            _add(acc["tcp_plugin_versions"], (host, v["v"]))
+        elif (d := _FASTRAK_SHIM.fullmatch(msg)) is not None:
+            _add(acc["tcp_net_devices"], (host, int(d["d"]), d["name"]))
+    elif (v := _TCPX_VERSION.fullmatch(msg)) is not None:
+        _add(acc["tcp_plugin_versions"], (host, v["v"]))
+    elif (u := _TCPX_USING.fullmatch(msg)) is not None:
+        for one in _SOCK_ONE.finditer(u["devs"]):
+            _add(acc["tcp_net_devices"], (host, int(one["i"]), one["name"]))
+    if _TCP_FAILED.fullmatch(msg):
+        _add(acc["tcp_plugin_failures"], (host, msg.strip()))
+
+
 def parse(text: str) -> NcclDebug:
     """Parse an NCCL_DEBUG=INFO log (possibly mixed with other output)."""
     acc: dict[str, Any] = {name: [] for name in _TUPLES}
@@ -407,6 +457,7 @@ def parse(text: str) -> NcclDebug:
                 host = pm["host"]
                 _add(acc["hosts"], host)
         nccl_lines += 1
+        _tcp_plugin(acc, msg, host)
         if level == "WARN":
             acc["warnings"].append(msg)
             if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):

@@ -55,6 +55,7 @@ _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
 # NCCL's debug line (host:pid:tid [dev] NCCL INFO ...), behind a launcher's prefix: only a whole line is
 # one (a result row with an INFO line glued to it by an unbuffered launcher is not, and must not parse)
 _INFO_LINE = re.compile(r"(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )?\s*\S+ \[\d+\] NCCL INFO ")
+_WARN_LINE = re.compile(r"\S+ \[-?\d+\] (?:\S+ )?NCCL WARN (.*)")
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
 # The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.
@@ -139,6 +140,13 @@ class _TextParser:
             elif self.nccl_version is None and self.runs <= 1 and (m := _NCCL_VERSION.search(raw)):
                 self.nccl_version = m.group(1)
         if self.runs == 0 and not (self.failures or self.ranks or self.version or self.nthreads):
+            # NCCL's own WARN lines and nothing of nccl-tests: the process died in NCCL's init before
+            # its buffered stdout was flushed (NCCL flushes every debug line; a net plugin that aborts,
+            # Google's FasTrak without its RxDM, leaves only those): the first WARN is the failure
+            warns = [m.group(1).strip() for r in text.splitlines() if (m := _WARN_LINE.search(r))]
+            if warns:
+                self.failures.append(f"NCCL WARN {warns[0]}")
+                return self.result()
             first = next((s for s in text.splitlines() if s.strip()), "")
             raise ParseError(0, "nccl-tests output (a result table, rank list or failure line)", first[:80])
         return self.result()

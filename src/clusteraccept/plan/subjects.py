@@ -62,6 +62,8 @@ def not_applicable(site: Site, family: str) -> str | None:
         return f"{site.name} has no EFA node type (node_types.<type>.fabric: efa)"
     if family == "slingshot" and not any(nt.fabric == "slingshot" for nt in site.node_types):
         return f"{site.name} has no Slingshot node type (node_types.<type>.fabric: slingshot)"
+    if family == "tcpx" and not any(nt.tcp for nt in site.node_types):
+        return f"{site.name} has no GPUDirect-TCPX(O) node type (node_types.<type>.fabric: tcpx or tcpxo)"
     if family == "sharp" and not site.sharp.enabled:
         return f"SHARP is not enabled on {site.name} (sharp.enabled)"
     return None

@@ -110,7 +110,7 @@ def _rail_section(rail: dict[str, Any], timeout_s: float) -> list[str]:
     base = f"/sys/class/infiniband/{hca}/ports/{port}"
     if rail.get("fabric") == "efa":
         return _efa_section(rail)
-    if rail.get("fabric") == "slingshot":  # a cxi NIC has no IB counters; its own are not read yet
+    if rail.get("fabric") in ("slingshot", "tcpx", "tcpxo"):  # no IB counters; their own are not read yet
         return []
     link = hostio.read(f"{base}/link_layer")
     netdev = rail.get("netdev") or ""

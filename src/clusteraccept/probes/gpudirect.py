@@ -24,10 +24,10 @@ from typing import Any
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
 from clusteraccept.probes.topology import (
-    CXI_CLASS_DIR,
     IB_CLASS_DIR,
     PCI_DEVICES,
     device_path,
+    fabric_nics,
     gpu_bdfs,
     hcas,
     listing,
@@ -136,15 +136,12 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     links = [resolved(f"{PCI_DEVICES}/{b}") for b in bdfs] + [
         resolved(f"{IB_CLASS_DIR}/{h}/device") for h in names
     ]
-    slingshot = options.get("slingshot_nodes")
-    cxi_nics: list[str] = []
-    if isinstance(slingshot, dict) and hostio.hostname() in slingshot:  # its NICs are cxi's, not ibverbs'
-        cxi_list, cxi_nics = listing(CXI_CLASS_DIR)
-        out.append(cxi_list)
-        links += [resolved(f"{CXI_CLASS_DIR}/{n}/device") for n in cxi_nics if "/" not in n]
+    nic_lists, nic_links = fabric_nics(options)  # Slingshot's cxi NICs, TCPX's GPU NICs: no ibverbs'
+    out += nic_lists
+    links += [resolved(link) for link in nic_links]
     out += links
     paths = [p for p in (device_path(ev) for ev in links) if p]
-    if bdfs and (names or cxi_nics):  # ACS matters between a GPU and a NIC
+    if bdfs and (names or nic_links):  # ACS matters between a GPU and a NIC
         leaves = {p.rsplit("/", 1)[-1] for p in paths}
         out += [
             hostio.run(["lspci", "-D", "-vvv", "-s", b], timeout_s, source="lspci")

@@ -22,10 +22,16 @@ from __future__ import annotations
 
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence
-from clusteraccept.probes.topology import CXI_CLASS_DIR, listing, resolved, timeout_of
+from clusteraccept.probes.topology import (
+    CXI_CLASS_DIR,
+    listing,
+    netdev_states,
+    rail_netdevs,
+    resolved,
+    timeout_of,
+)
 
 PROVIDER = "cxi"  # libfabric's Slingshot provider (fi_info -p cxi; lf prov/cxi: fabric and provider "cxi")
-NET_CLASS_DIR = "/sys/class/net"
 
 
 def collect(options: dict[str, object]) -> list[Evidence]:
@@ -37,13 +43,7 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     ev, names = listing(CXI_CLASS_DIR)
     out.append(ev)
     out += [resolved(f"{CXI_CLASS_DIR}/{n}/device") for n in names if "/" not in n]
-    rails = options.get("node_rails")
-    mine = rails.get(me, []) if isinstance(rails, dict) else []
-    for netdev in dict.fromkeys(str(r["netdev"]) for r in mine if r.get("netdev")):
-        out += [
-            hostio.read(f"{NET_CLASS_DIR}/{netdev}/operstate"),
-            resolved(f"{NET_CLASS_DIR}/{netdev}/device"),
-        ]
+    out += netdev_states(rail_netdevs(options))
     env = options.get("slingshot_env")
     wanted = env.get(str(nodes[me]), []) if isinstance(env, dict) else []
     out.append(hostio.environ([str(n) for n in wanted]))

@@ -24,11 +24,50 @@ from clusteraccept.evidence import Evidence
 NVIDIA_DRIVER_DIR = "/sys/bus/pci/drivers/nvidia"
 IB_CLASS_DIR = "/sys/class/infiniband"
 CXI_CLASS_DIR = "/sys/class/cxi"  # HPE Slingshot's NICs: no ibverbs devices, a class of their own
+# network interfaces: a Slingshot NIC's hsn netdev, and a GPUDirect-TCPX(O) GPU NIC, which is only one
+NET_CLASS_DIR = "/sys/class/net"
 
 
 def nic_class_dir(fabric: str) -> str:
-    """Where a node type's rail NICs are in sysfs: the cxi class on Slingshot, else the RDMA devices."""
-    return CXI_CLASS_DIR if fabric == "slingshot" else IB_CLASS_DIR
+    """Where a node type's rail NICs are in sysfs: the cxi class on Slingshot, the network interfaces on
+    GPUDirect-TCPX(O), else the RDMA devices."""
+    return {"slingshot": CXI_CLASS_DIR, "tcpx": NET_CLASS_DIR, "tcpxo": NET_CLASS_DIR}.get(
+        fabric, IB_CLASS_DIR
+    )
+
+
+def fabric_nics(options: dict[str, object]) -> tuple[list[Evidence], list[str]]:
+    """This node's rail NICs that are no RDMA devices: (the listing of their class, their device links).
+    A Slingshot node's every cxi NIC (``slingshot_nodes``); a TCPX(O) node's rail netdevs (``tcpx_nodes``:
+    of every interface in /sys/class/net only those the rail map names are GPU NICs)."""
+    me = hostio.hostname()
+    for key, where in (("slingshot_nodes", CXI_CLASS_DIR), ("tcpx_nodes", NET_CLASS_DIR)):
+        nodes = options.get(key)
+        if isinstance(nodes, dict) and me in nodes:
+            ev, names = listing(where)
+            if where == NET_CLASS_DIR:
+                names = rail_netdevs(options)
+            return [ev], [f"{where}/{n}/device" for n in names if "/" not in n]
+    return [], []
+
+
+def rail_netdevs(options: dict[str, object]) -> list[str]:
+    """The network interfaces this node's rails name (``node_rails``), each once."""
+    rails = options.get("node_rails")
+    mine = rails.get(hostio.hostname(), []) if isinstance(rails, dict) else []
+    return list(dict.fromkeys(str(r["netdev"]) for r in mine if r.get("netdev")))
+
+
+def netdev_states(names: list[str]) -> list[Evidence]:
+    """Each network interface's ``operstate`` (RFC 2863's states as sysfs prints them, "up" ... "down":
+    Documentation/ABI/testing/sysfs-class-net) and where its ``device`` link leads (its PCI device)."""
+    out: list[Evidence] = []
+    for netdev in names:
+        out += [
+            hostio.read(f"{NET_CLASS_DIR}/{netdev}/operstate"),
+            resolved(f"{NET_CLASS_DIR}/{netdev}/device"),
+        ]
+    return out
 
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -95,17 +134,15 @@ def pci_device(dev: str, attrs: tuple[str, ...] = DEVICE_ATTRS) -> list[Evidence
     return out
 
 
-def gpu_and_nic_devices(cxi: bool = False) -> tuple[list[Evidence], list[str], list[str]]:
-    """Sysfs evidence of every NVIDIA GPU and RDMA device (and cxi NIC, ``cxi``), plus their resolved
-    device paths."""
+def gpu_and_nic_devices(options: dict[str, object]) -> tuple[list[Evidence], list[str], list[str]]:
+    """Sysfs evidence of every NVIDIA GPU and RDMA device (and of the rail NICs that are none:
+    :func:`fabric_nics`), plus their resolved device paths."""
     gpu_list, bdfs = gpu_bdfs()
     hca_list, names = hcas()
-    out = [gpu_list, hca_list]
+    nic_lists, nic_links = fabric_nics(options)
+    out = [gpu_list, hca_list, *nic_lists]
     devices = [f"{PCI_DEVICES}/{bdf}" for bdf in bdfs] + [f"{IB_CLASS_DIR}/{h}/device" for h in names]
-    if cxi:
-        cxi_list, nics = listing(CXI_CLASS_DIR)
-        out.append(cxi_list)
-        devices += [f"{CXI_CLASS_DIR}/{n}/device" for n in nics if "/" not in n]
+    devices += nic_links
     paths: list[str] = []
     for dev in devices:
         evs = pci_device(dev)
@@ -125,8 +162,7 @@ def collect(options: dict[str, object]) -> list[Evidence]:
         ),
         hostio.run(["lscpu"], timeout_s, source="lscpu"),
     ]
-    slingshot = options.get("slingshot_nodes")
-    devices, _, _ = gpu_and_nic_devices(cxi=isinstance(slingshot, dict) and hostio.hostname() in slingshot)
+    devices, _, _ = gpu_and_nic_devices(options)
     out += devices
     if any(ev.source == "sysfs-listdir" and ev.path == IB_CLASS_DIR and ev.ok for ev in devices):
         out.append(hostio.run(["ibstat"], timeout_s, source="ibstat"))

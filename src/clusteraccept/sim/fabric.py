@@ -96,6 +96,8 @@ class Faults:
     # EFA or Slingshot nodes whose NCCL ends on sockets: aws-ofi-nccl found no provider / no net plugin
     ofi_no_provider: tuple[str, ...] = ()
     ofi_plugin_missing: tuple[str, ...] = ()
+    # TCPX(O) nodes whose receive-datapath manager (RxDM) does not answer: Google's plugin fails its init
+    rxdm_down: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,9 @@ class Fabric:
     transient_probability: float = 0.0  # per run: the chance of a dip the next attempt does not see
     transient_factor: float = 0.6
     domains: Mapping[str, str] = field(default_factory=dict)  # node -> its multi-node NVLink domain
-    net: str = "ib"  # what NCCL's NET channels use between nodes: "ib" (NET/IB) or "ofi" (aws-ofi-nccl, EFA)
+    # what NCCL's NET channels use between nodes: "ib" (NET/IB), "ofi" (aws-ofi-nccl: EFA, Slingshot),
+    # "tcpx" or "tcpxo" (Google's GPUDirectTCPX_v7 / FasTrak plugins)
+    net: str = "ib"
     provider: str = "efa"  # the libfabric provider aws-ofi-nccl selects on an "ofi" net: efa, cxi (Slingshot)
     _rail_f: dict[tuple[str, int | None], float] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -414,6 +418,7 @@ def fabric_from_dict(d: Mapping[str, Any], source: str = "<fabric>") -> Fabric:
             tuple(check(f["node"], "mnnvl_broken", nodes) for f in _list(fd.get("mnnvl_broken"))),
             tuple(check(f["node"], "ofi_no_provider", nodes) for f in _list(fd.get("ofi_no_provider"))),
             tuple(check(f["node"], "ofi_plugin_missing", nodes) for f in _list(fd.get("ofi_plugin_missing"))),
+            tuple(check(f["node"], "rxdm_down", nodes) for f in _list(fd.get("rxdm_down"))),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SiteConfigError(source, "faults", "faults as documented in sim/fabric.py", str(exc)) from None
@@ -464,8 +469,10 @@ def gpu_rails(fab: Fabric, host: str, env: dict[str, str], ngpus: int) -> tuple[
 
 
 def sockets(fab: Fabric, host: str) -> bool:
-    """Whether this node's NCCL falls back to TCP sockets (an EFA node without a working aws-ofi-nccl)."""
-    return host in fab.faults.ofi_no_provider or host in fab.faults.ofi_plugin_missing
+    """Whether this node's NCCL falls back to TCP sockets (an EFA, Slingshot or TCPX(O) node whose net
+    plugin is missing or failed its init)."""
+    f = fab.faults
+    return host in f.ofi_no_provider or host in f.ofi_plugin_missing or host in f.rxdm_down
 
 
 def physical_gpu(fab: Fabric, host: str, env: dict[str, str], dev: int) -> int:

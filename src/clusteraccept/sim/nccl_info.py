@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 
 from clusteraccept import hostio
+from clusteraccept.sim import nccl_tcp
 from clusteraccept.sim.fabric import Fabric, mnnvl, physical_gpu, sockets
 from clusteraccept.sim.nccl_tests_options import rails_from_hca
+from clusteraccept.site.nodes import TCP_PLUGIN
 
 VERSION = "2.28.9+cuda12.9"  # the NCCL the simulated ranks load (an nccl_version fault: another one)
 
@@ -73,7 +75,10 @@ def info_lines(
         stray = next((hca for h, r, hca in fab.faults.stray_nic if h == host and r in (None, *rails)), None)
         if stray and stray not in hcas:
             hcas.append(stray)
-        if multi and fab.net == "ofi":
+        if multi and fab.net in ("tcpx", "tcpxo"):
+            bus = node.bus_ids[gpu] + ".0" if gpu < len(node.bus_ids) else ""
+            out += nccl_tcp.lines(fab, host, pre, rank, gpu, bus)
+        elif multi and fab.net == "ofi":
             out += ofi_lines(fab, host, pre, rank, _nic_addresses(env, host, node.rails, fab.provider), env)
         elif multi:
             devs = " ".join(f"[{i}]{hca}:1/{link_layer}" for i, hca in enumerate(hcas))
@@ -109,6 +114,12 @@ def info_lines(
             if fab.net == "ofi":  # aws-ofi-nccl numbers a node's NICs itself: GPU k's is its device k
                 ofi = ofi_net(env)
                 net, dev = ("Socket", 0) if sockets(fab, host) else (ofi, min(gpu, len(node.rails) - 1))
+                suffix = "" if net == "Socket" else suffix
+            elif fab.net in ("tcpx", "tcpxo"):  # Google's plugin numbers its GPU NICs itself
+                plugin = TCP_PLUGIN[fab.net]
+                net, dev = (
+                    ("Socket", 0) if sockets(fab, host) else (plugin, nccl_tcp.channel_dev(fab, host, gpu))
+                )
                 suffix = "" if net == "Socket" else suffix
             lines = [
                 f"{rank}[{gpu}] -> {nxt}[{ngpu}] [send] via NET/{net}/{dev}{suffix}",

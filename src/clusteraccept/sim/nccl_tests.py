@@ -58,6 +58,7 @@ from pathlib import Path
 
 import hostlist
 
+from clusteraccept.sim import nccl_tcp
 from clusteraccept.sim.fabric import Fabric, load_fabric, mnnvl
 
 # The command line and NCCL_IB_HCA are read in nccl_tests_options.py, the output rendered in
@@ -178,6 +179,8 @@ def init_failure(
     if dead:  # nccl-tests' CUDACHECK (src/common.h): "<host>: Test CUDA failure <file>:<line> '<error>'"
         # testCudaError; the line number is a model value, not the real source line
         return f"{dead[0]}: Test CUDA failure common.cu:{CUDA_LINE} '{CUDA_NOT_READY}'\n", 2
+    if (aborted := nccl_tcp.rxdm_abort(fab, hosts)) is not None:
+        return aborted
     asked = env.get("NCCL_NET", "")
     lost = [h for h in dict.fromkeys(hosts) if h in fab.faults.ofi_plugin_missing]
     if asked and lost and fab.net == "ofi":

@@ -24,6 +24,7 @@ from clusteraccept.sim.nccl_tests_options import parse_args
 from clusteraccept.sim.nccl_tests_output import render
 from clusteraccept.sim.profile_topology import layout, supported
 from clusteraccept.site.model import Site
+from clusteraccept.site.nodes import TCP_PLUGIN
 
 FABRIC_KINDS = {
     "slow_rail",
@@ -75,14 +76,17 @@ def fabric_doc(
         if kind in ("wrong_clique", "imex_down"):  # multi-node NVLink cannot work there (NCCL fails init)
             _append(faults, "mnnvl_broken", {"node": f["node"]})
             continue
-        if kind in ("ofi_no_provider", "ofi_plugin_missing"):  # NCCL on TCP sockets on that node
-            _append(faults, kind, {"node": f["node"]})
+        if kind in ("ofi_no_provider", "ofi_plugin_missing", "net_plugin_missing", "rxdm_down"):
+            # NCCL on TCP sockets on that node (no net plugin: the same on every fabric that needs one)
+            _append(
+                faults, "ofi_plugin_missing" if kind == "net_plugin_missing" else kind, {"node": f["node"]}
+            )
             # model assumption, not a measurement: sockets over the node's TCP interface carry a tenth of
             # what its EFA devices do (its steps are not judged as hardware: nccl.transport is the finding)
             for r in nt.rails:
                 _append(faults, "slow_rail", {"node": f["node"], "rail": r.index, "factor": 0.1})
             continue
-        if kind in ("efa_device_missing", "cxi_device_missing"):  # GPU k's NIC gone: it shares another's
+        if kind in ("efa_device_missing", "cxi_device_missing", "tcpx_nic_down"):  # GPU k's NIC gone
             _append(faults, "slow_rail", {"node": f["node"], "rail": f["gpu"], "factor": 0.5})
             continue
         if kind == "peermem_missing":  # no GPUDirect RDMA on that node: NCCL's NET channels lose /GDRDMA
@@ -123,7 +127,7 @@ def fabric_doc(
         },
         "leaves": leaves,
         "nvlink_domains": {name: ",".join(members) for name, members in site.nvlink_domains.items()},
-        "net": "ofi" if nt.provider else "ib",
+        "net": "ofi" if nt.provider else (nt.fabric if nt.fabric in TCP_PLUGIN else "ib"),
         "provider": nt.provider or "efa",
         "faults": faults,
     }

@@ -340,6 +340,6 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
         ),
         ("nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader", query, 0),
     ]
-    if nt.fabric != "slingshot":  # a cxi NIC is no ibverbs device: the topology probe runs no ibstat
+    if nt.verbs:  # a cxi NIC or a TCPX GPU NIC is no ibverbs device: the topology probe runs no ibstat
         part.commands.append(("ibstat", ibstat_text([s.hca for s in slots], nt.link_layer), 0))
     return part

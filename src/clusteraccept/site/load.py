@@ -124,6 +124,13 @@ FAULT_FAMILY: dict[str, str] = {
     "cxi_device_missing": "slingshot",
     "slingshot_link_down": "slingshot",
     "slingshot_env_missing": "slingshot",
+    # Google GPUDirect-TCPX/TCPXO (issue 22): a GPU NIC's link down, a required variable missing from the
+    # jobs' environment (sim/profile_tcpx.py); the receive-datapath manager down and the plugin not on
+    # the library path: NCCL on sockets (sim/nccl_info.py)
+    "tcpx_nic_down": "tcpx",
+    "tcpx_env_missing": "tcpx",
+    "rxdm_down": "nccl",
+    "net_plugin_missing": "nccl",
 }
 FAULT_KINDS = tuple(FAULT_FAMILY)
 

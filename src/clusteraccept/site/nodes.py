@@ -48,12 +48,20 @@ class Rail:
 # aws-ofi-nccl net plugin (NET/OFI), whose devices ibverbs reports with link layer "Unspecified";
 # slingshot is HPE Slingshot 11, its Cassini NICs (cxi0, cxi1, ...: /sys/class/cxi, netdevs hsn0, ...)
 # reached through libfabric's cxi provider and the same aws-ofi-nccl plugin (HPE shs-ccl-docs, CSCS docs).
-FABRICS = ("infiniband", "roce", "efa", "slingshot", "none")
+# tcpx and tcpxo are Google Cloud's GPUDirect-TCPX (A3 High) and -TCPXO (A3 Mega): GPU NICs that are
+# plain netdevs (no RDMA device), driven by Google's NCCL net plugins with a receive-datapath manager
+# (RxDM) beside them (google/nccl-plugin-gpudirecttcpx, google/nccl-plugin-gpudirect-tcpxo).
+FABRICS = ("infiniband", "roce", "efa", "slingshot", "tcpx", "tcpxo", "none")
 _FABRIC_OF_LAYER = {"InfiniBand": "infiniband", "Ethernet": "roce", "none": "none"}
-NOT_YET = "tcpx and tcpxo are not supported yet (issue 22)"
 # The libfabric provider aws-ofi-nccl must select on a fabric it carries: fi_info -p <provider> lists its
 # devices, and the plugin logs "Selected provider is <provider>" (aws-ofi-nccl src/nccl_ofi_net.cpp)
 LIBFABRIC_PROVIDER = {"efa": "efa", "slingshot": "cxi"}
+# The name Google's net plugins give themselves (their ncclNet_v7 .name): what NCCL_NET matches, what NCCL
+# prints in "Using network %s" and in a channel's "via NET/%s/<dev>" (tcpx src/nccl_plugin.cc; tcpxo
+# tcpdirect_plugin/fastrak_offload/fastrak_plugin.cc; nccl src/init.cc, src/transport/net.cc)
+TCP_PLUGIN = {"tcpx": "GPUDirectTCPX_v7", "tcpxo": "FasTrak"}
+# The fabrics whose NICs are ibverbs devices (/sys/class/infiniband): NCCL's NET/IB or aws-ofi-nccl's efa
+VERBS_FABRICS = ("infiniband", "roce", "efa")
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,20 @@ class Slingshot:
     # libfabric/NCCL settings for the cxi provider (HPE shs-ccl-docs ccl_env.sh, CSCS nccl docs), set by
     # the site's modules or container hook, not by the suite; judged as the probe job finds them
     env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuDirectTcp:
+    """``node_types.<t>.tcpx`` / ``.tcpxo``: what a GPUDirect-TCPX(O) node must offer (checks/tcpx.py).
+    Its GPU NICs are the rails' netdevs (A3 High: 4, each serving two GPUs; A3 Mega: 8, one per GPU)."""
+
+    # The variables every job must get, name -> value: the plugin's settings (Google's
+    # nccl-env-profile.sh for TCPXO; cluster-toolkit's run-nccl-tests.sh for TCPX), given by the site's
+    # prolog or profile, not by the suite; judged as the probe job finds them
+    env: tuple[tuple[str, str], ...] = ()
+    # The plugin version its init line must print (TCPX "NET/GPUDirectTCPX ver. 3.1.9.", TCPXO "NET/FasTrak
+    # ...: Initializing network FasTrak, version: 1.0.17"); None: any version, only reported
+    plugin_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,11 +142,30 @@ class NodeType:
     fabric: str = "infiniband"  # one of FABRICS
     efa: Efa | None = None  # fabric efa only
     slingshot: Slingshot | None = None  # fabric slingshot only
+    tcp: GpuDirectTcp | None = None  # fabric tcpx or tcpxo only
 
     @property
     def provider(self) -> str | None:
         """The libfabric provider aws-ofi-nccl must select here (None: not a libfabric fabric)."""
         return LIBFABRIC_PROVIDER.get(self.fabric)
+
+    @property
+    def family(self) -> str | None:
+        """The check family that judges this fabric's own devices (``<family>.devices``), or None."""
+        if self.fabric in TCP_PLUGIN:
+            return "tcpx"
+        return self.fabric if self.fabric in LIBFABRIC_PROVIDER else None
+
+    @property
+    def nic_noun(self) -> str:
+        """What a person calls one of this type's rail NICs."""
+        nouns = {"efa": "EFA device", "slingshot": "Slingshot NIC", "tcpx": "GPU NIC", "tcpxo": "GPU NIC"}
+        return nouns.get(self.fabric, "RDMA device")
+
+    @property
+    def verbs(self) -> bool:
+        """Whether the rail NICs are ibverbs devices (ibstat, perftest, nvidia_peermem apply)."""
+        return self.fabric in VERBS_FABRICS
 
     def rail_line_Gbps(self, rail: Rail) -> float | None:
         """What one rail carries when every rail runs at once (a pair round): each of its devices' rate,
@@ -188,7 +229,19 @@ _NIC_EXAMPLE = {"efa": "rdmap79s0", "slingshot": "cxi0"}
 
 
 def _rail_nics(r: Section, fabric: str) -> tuple[str, ...]:
-    """A rail's devices: ``hca`` (one HCA) on InfiniBand/RoCE, ``nics`` (a list) on EFA and Slingshot."""
+    """A rail's devices: ``hca`` (one HCA) on InfiniBand/RoCE, ``nics`` (a list) on EFA and Slingshot,
+    the ``netdev`` itself on TCPX/TCPXO (a GPU NIC there is a plain network interface)."""
+    if fabric in TCP_PLUGIN:
+        for key in ("hca", "nics", "port"):
+            if r.has(key):
+                raise r.error(
+                    key, f"no '{key}' on a {fabric} rail: its GPU NIC as netdev: enp6s0", r.raw(key)
+                )
+        if not r.has("netdev"):
+            raise r.error("netdev", "the GPU NIC's network interface, like enp6s0", None)
+        return (
+            r.string("netdev", "a network interface name like 'enp6s0' (<= 15 characters)", None, _NETDEV),
+        )
     if fabric in LIBFABRIC_PROVIDER:
         ex, what = _NIC_EXAMPLE[fabric], "EFA" if fabric == "efa" else "Slingshot (cxi)"
         if r.has("hca"):
@@ -221,7 +274,7 @@ def _rails(sec: Section, fabric: str) -> tuple[Rail, ...]:
                 index=gpu,
                 gpu=gpu,
                 hca=nics[0],
-                nics=nics if fabric in LIBFABRIC_PROVIDER else (),
+                nics=nics if fabric in LIBFABRIC_PROVIDER or fabric in TCP_PLUGIN else (),
                 port=r.integer("port", "a port number >= 1", default=1, minimum=1),
                 netdev=r.string(
                     "netdev", "a network interface name like 'ibp26s0' (<= 15 characters)", None, _NETDEV
@@ -267,12 +320,10 @@ def _gpu_nic_path(sec: Section) -> tuple[str, ...]:
 
 def _fabric(sec: Section) -> tuple[str, str]:
     """``fabric`` and ``link_layer``: (fabric, link layer); either implies the other, both must agree."""
-    if sec.has("fabric") and str(sec.raw("fabric")) in ("tcpx", "tcpxo"):
-        raise sec.error("fabric", f"one of {', '.join(FABRICS)} ({NOT_YET})", sec.raw("fabric"))
     fabric = sec.choice("fabric", FABRICS, default=None)
     layers = ["InfiniBand", "Ethernet", "none"]
-    if fabric in LIBFABRIC_PROVIDER:
-        # ibverbs says "Unspecified" for an EFA device, and a cxi NIC is no ibverbs device at all
+    if fabric in LIBFABRIC_PROVIDER or fabric in TCP_PLUGIN:
+        # ibverbs says "Unspecified" for an EFA device; a cxi NIC or a TCPX GPU NIC is no ibverbs device
         if sec.has("link_layer"):
             raise sec.error("link_layer", f"no link_layer with fabric: {fabric}", sec.raw("link_layer"))
         return str(fabric), "none"
@@ -309,15 +360,33 @@ def _slingshot(sec: Section, fabric: str, rails: tuple[Rail, ...]) -> Slingshot 
     named = {n for r in rails for n in r.devices}
     if len(named) > devices:
         raise s.error("devices", f"at least the {len(named)} cxi devices the rails name", devices)
+    return Slingshot(devices, _env(s, "FI_CXI_RX_MATCH_MODE: hybrid"))
+
+
+def _env(s: Section, example: str) -> tuple[tuple[str, str], ...]:
+    """A fabric section's ``env``: the variables every job must get, name -> value."""
     env = s.raw("env", {})
     if not isinstance(env, dict) or not all(
         re.fullmatch(ENV_NAME, str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool)
         for k, v in env.items()
     ):
-        raise s.error(
-            "env", "a mapping of variable names to values, like {FI_CXI_RX_MATCH_MODE: hybrid}", env
-        )
-    return Slingshot(devices, tuple((str(k), str(v)) for k, v in env.items()))
+        raise s.error("env", f"a mapping of variable names to values, like {{{example}}}", env)
+    return tuple((str(k), str(v)) for k, v in env.items())
+
+
+def _tcp(sec: Section, fabric: str) -> GpuDirectTcp | None:
+    for other in TCP_PLUGIN:
+        if other != fabric and sec.has(other):
+            raise sec.error(other, f"no {other} section unless fabric: {other}", sec.raw(other))
+    if fabric not in TCP_PLUGIN:
+        return None
+    if not sec.has(fabric):
+        return GpuDirectTcp()
+    s = sec.section(fabric, ["env", "plugin_version"])
+    version = s.string("plugin_version", "the plugin version its init line prints, like '1.0.17'", None)
+    if version is not None and not re.fullmatch(r"\d+(\.\d+)*", version):
+        raise s.error("plugin_version", "a version like '1.0.17'", version)
+    return GpuDirectTcp(_env(s, "NCCL_FASTRAK_CTRL_DEV: enp0s12"), version)
 
 
 def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType, ...]:
@@ -330,6 +399,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
         "fabric",
         "efa",
         "slingshot",
+        *TCP_PLUGIN,
         "numa_expected",
         "gpu_nic_path",
         "rails",
@@ -370,6 +440,7 @@ def parse_node_types(top: Section, all_nodes: tuple[str, ...]) -> tuple[NodeType
                 fabric=fabric,
                 efa=_efa(sec, fabric, rails),
                 slingshot=_slingshot(sec, fabric, rails),
+                tcp=_tcp(sec, fabric),
                 numa_expected=sec.flag("numa_expected", default=True),
                 gpu_nic_path=_gpu_nic_path(sec),
                 rails=rails,

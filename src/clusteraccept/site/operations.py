@@ -41,6 +41,9 @@ DEFAULT_DRAIN_CHECKS = (
     # a Slingshot NIC short or its link down (CSCS's node checks count the links up); not slingshot.env,
     # the site's environment, the same on every node it is wrong on
     "slingshot.devices",
+    # a GPUDirect-TCPX(O) GPU NIC gone or its link down (Google's cluster-health-scanner marks its
+    # node results as Kubernetes taints); not tcpx.env, the site's environment
+    "tcpx.devices",
 )
 
 

@@ -130,7 +130,8 @@ def test_sites_without_efa_have_no_efa_items_and_efa_sites_pin_no_hca() -> None:
     ("edit", "key", "expected"),
     [
         ({"link_layer": "InfiniBand"}, "node_types.efa-8gpu.link_layer", "no link_layer with fabric: efa"),
-        ({"fabric": "tcpxo"}, "node_types.efa-8gpu.fabric", "tcpx and tcpxo are not supported yet"),
+        # an EFA rail map under fabric: tcpxo: its rails name GPU NICs as netdevs, never devices
+        ({"fabric": "tcpxo"}, "node_types.efa-8gpu.rails.gpu0.nics", "no 'nics' on a tcpxo rail"),
         ({"efa": None}, "node_types.efa-8gpu.efa.devices", "a value (required key)"),
         ({"efa": {"devices": 4}}, "node_types.efa-8gpu.efa.devices", "at least the 8 EFA devices"),
         (

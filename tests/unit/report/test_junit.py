@@ -156,6 +156,7 @@ def test_counts_come_from_the_digest(demo_run: DemoRun) -> None:
         "roce",
         "efa",
         "slingshot",
+        "tcpx",
         "sharp",
     }  # not on the demo (IB, no SHARP)
     assert sum(d.total.values()) == len(demo_run.results["verdicts"])

@@ -17,7 +17,7 @@ from clusteraccept.report.model import PairRow, banner, convicts, culprit_parts,
 
 from .conftest import REPO
 
-ALL = ["topology", "nvlink", "gpudirect", "roce", "efa", "slingshot", "sharp", "nccl"]
+ALL = ["topology", "nvlink", "gpudirect", "roce", "efa", "slingshot", "tcpx", "sharp", "nccl"]
 
 
 def v(
@@ -38,7 +38,7 @@ def test_banner_rules() -> None:
     assert banner({**ok, "verdicts": [v("pass")], "dry_run": True}).verdict == "INCOMPLETE"
     partial = banner({**ok, "families": ["nccl"], "verdicts": [v("pass")]})
     assert partial.verdict == "INCOMPLETE"
-    assert "not run: topology, nvlink, gpudirect, roce, efa, slingshot, sharp" in partial.reasons[0]
+    assert "not run: topology, nvlink, gpudirect, roce, efa, slingshot, tcpx, sharp" in partial.reasons[0]
     assert banner({**ok, "subset": True, "verdicts": [v("pass")]}).verdict == "INCOMPLETE"
     lost = {**ok, "jobs": [{"name": "campaign-leaf1", "state": "TIMEOUT", "missing": ["n1-n2:rail0"]}]}
     assert banner({**lost, "verdicts": [v("pass")]}).verdict == "INCOMPLETE"

@@ -37,7 +37,7 @@ def test_the_record_is_complete(demo_run: DemoRun) -> None:
     assert any("node3-node4:rail5" in step for rnd in rounds for step in rnd["steps"])
     assert r["signoff"]["name"] == SIGNER[0] and r["signoff"]["role"] == SIGNER[1] and r["signoff"]["date"]
     # no roce or sharp items on the demo: not run, and not missing from the run either
-    assert sorted(r["not_applicable"]) == ["efa", "roce", "sharp", "slingshot"]
+    assert sorted(r["not_applicable"]) == ["efa", "roce", "sharp", "slingshot", "tcpx"]
     assert not [why for why in banner(r).reasons if "not run" in why], banner(r).reasons
     # every verdict's evidence was archived where it says
     for v in r["verdicts"]:
