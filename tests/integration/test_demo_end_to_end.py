@@ -235,6 +235,44 @@ def test_slingshot_node_type_on_the_virtual_cluster(vcluster: Any, tmp_path: Pat
     assert nic["outcome"] == "pass", nic
 
 
+def test_tcpxo_node_type_on_the_virtual_cluster(vcluster: Any, tmp_path: Path) -> None:
+    """demo-tcpxo's node type on the cluster's 4 nodes (real sbatch and srun: the probe job's GPU NICs and
+    the environment the site's `env` exports into the jobs, rail steps without NCCL_IB_HCA): a GPU NIC
+    down, FasTrak aborting every step of a node without its RxDM (exit 134 through srun) and a required
+    variable missing from one node's jobs each fail their own check; nothing else fails."""
+    demo = yaml.safe_load(demo_site_text(vcluster))
+    site = yaml.safe_load((REPO / "site-configs" / "demo-tcpxo.yaml").read_text())
+    sim = str(tmp_path / "sim")
+    site.update(name="demo-tcpxo-vc", slurm=demo["slurm"], nodes=demo["nodes"], blocks=demo["blocks"])
+    site["env"] = {k: v.replace("{repo}/.vcluster/sim/demo-tcpxo", sim) for k, v in site["env"].items()}
+    site["tools"]["nccl_tests_bin"] = f"{sim}/nccl-tests"
+    site["sim"]["faults"] = [
+        {"kind": "tcpx_nic_down", "node": "node1", "gpu": 2},
+        {"kind": "rxdm_down", "node": "node2"},
+        {"kind": "tcpx_env_missing", "node": "node4", "setting": "NCCL_FASTRAK_USE_SNAP"},
+    ]
+    failed, run = run_demo(vcluster, tmp_path, name="demo-tcpxo-vc", text=yaml.safe_dump(site))
+    assert failed == {
+        "suites/test_tcpx.py::test_tcpx[node1]",
+        "suites/test_tcpx.py::test_tcpx[node4]",
+        "suites/test_nccl_nodes.py::test_nccl_node[node2]",
+    }
+    results = record.load(run)
+    assert {j["state"] for j in results["jobs"]} == {"COMPLETED"}, results["jobs"]
+    bad = {
+        (v["check"], v["subject"])
+        for v in results["verdicts"]
+        if v["outcome"] in ("fail", "error") and v["check"] != "nccl.launch"
+    }
+    assert bad == {("tcpx.devices", "node1"), ("tcpx.env", "node4"), ("nccl.transport", "node2")}, bad
+    # the steps FasTrak aborted are node2's (exit 134 through srun); node1's are "not judged" (its NIC down)
+    launch = [v for v in results["verdicts"] if v["check"] == "nccl.launch" and v["outcome"] == "fail"]
+    assert launch and all("node2" in v["subject"] for v in launch), launch
+    assert all(v["message"].startswith("exit code 134") for v in launch), launch[0]
+    nic = next(v for v in results["verdicts"] if v["check"] == "launch.nic" and v["subject"] == "node3")
+    assert nic["outcome"] == "pass", nic
+
+
 def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     vcluster: Any, tmp_path: Path
 ) -> None:

@@ -39,7 +39,15 @@ def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     "site_name",
-    ["example-h100-ib", "example-roce", "example-gb200-nvl72", "example-efa", "example-slingshot", "demo"],
+    [
+        "example-h100-ib",
+        "example-roce",
+        "example-gb200-nvl72",
+        "example-efa",
+        "example-slingshot",
+        "example-tcpxo",
+        "demo",
+    ],
 )
 def test_dry_run_scripts_match_golden(tmp_path: Path, site_name: str) -> None:
     site = load_site(site_name, REPO_ROOT / "site-configs")

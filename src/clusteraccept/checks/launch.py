@@ -162,7 +162,8 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
         return []  # a step inside one node uses no NIC
     for node in nodes:
         ofi = _fabric(site, node) in LIBFABRIC_PROVIDER
-        rails, kind = site.node_type(node).rails, "device" if ofi else "HCA"
+        nt = site.node_type(node)
+        rails, kind = nt.rails, "device" if ofi else ("HCA" if nt.verbs else nt.nic_noun)
         if meta.get("rail"):
             allowed = {n for r in rails if r.index == int(meta["rail"]) for n in r.devices}
             what = f"rail {meta['rail']}'s {kind} {', '.join(sorted(allowed))}"

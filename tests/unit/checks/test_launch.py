@@ -272,7 +272,9 @@ def test_nvls_is_judged_against_nccl_expect_on_steps_over_every_gpu(tmp_path: Pa
     if nvls:
         assert {n: v.outcome for n, v in transport.items()} == {"node1": Outcome.FAIL, "node2": Outcome.FAIL}
         # one message, the steps that showed it
-        assert "NVLS expected but not engaged [node1:all_reduce, leaf1:all_reduce]" == transport["node1"].message
+        assert (
+            transport["node1"].message == "NVLS expected but not engaged [node1:all_reduce, leaf1:all_reduce]"
+        )
         assert "rail" not in transport["node2"].message  # only its block step: [leaf1:all_reduce]
     else:
         assert {v.outcome for v in transport.values()} == {Outcome.PASS}
