@@ -179,7 +179,9 @@ def judge_all(
             # cxi NICs' PCI addresses say which ones aws-ofi-nccl used
             evidence += [(ev, p) for ev, p in archived.get("slingshot", []) if ev.source != "job-env"]
             # and a TCPX(O) node with a GPU NIC gone or down (checks/tcpx.incomplete)
-            evidence += [(ev, p) for ev, p in archived.get("tcpx", []) if ev.source != "job-env"]
+            evidence += [
+                (ev, p) for ev, p in archived.get("tcpx", []) if ev.source in ("sysfs", "sysfs-link")
+            ]
         if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
@@ -409,6 +411,7 @@ def probe_options(site: Site) -> dict[str, object]:
         # the nodes whose type is fabric: tcpx or tcpxo, and per such type the variables its jobs must get
         "tcpx_nodes": {n: site.node_type(n).name for n in site.nodes if site.node_type(n).tcp},
         "tcpx_env": {nt.name: [k for k, _ in nt.tcp.env] for nt in site.node_types if nt.tcp},
+        "tcpx_fabric": {nt.name: nt.fabric for nt in site.node_types if nt.tcp},
         # the nodes whose type declares NVLink (probes/nvlink.py collects nothing elsewhere)
         "nvlink_nodes": {
             # nvidia-fabricmanager runs on an HGX node; an NVL72 rack's fabric manager on its NVLink

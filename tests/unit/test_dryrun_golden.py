@@ -45,6 +45,7 @@ def _no_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
         "example-gb200-nvl72",
         "example-efa",
         "example-slingshot",
+        "example-tcpx",
         "example-tcpxo",
         "demo",
     ],

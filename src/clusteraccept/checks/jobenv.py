@@ -12,6 +12,9 @@ from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 
 
+ANY = "*"  # a required variable's value where any value will do (set, not empty)
+
+
 def verdict(
     check: str,
     family: str,
@@ -21,8 +24,9 @@ def verdict(
     what: str,
     hint: str,
 ) -> Verdict:
-    """``check`` on ``node``: the job's environment gives every variable of ``wanted`` its value.
-    ``what``: whose settings they are; ``hint``: who gives them, as a failure says it."""
+    """``check`` on ``node``: the job's environment gives every variable of ``wanted`` its value (``*``:
+    any value, for one that differs per job, like TCPX's ``/run/tcpx-<job id>``). ``what``: whose
+    settings they are; ``hint``: who gives them, as a failure says it."""
     if not wanted:
         return skip(check, family, node, f"the node type's {check} names no variable")
     item = ne.file(ENVIRON)
@@ -30,8 +34,8 @@ def verdict(
         return error(check, family, node, f"{node}: the job's environment was not read")
     ev, path = item
     got = dict(line.split("=", 1) for line in ev.stdout.splitlines() if "=" in line)
-    unset = [k for k, _ in wanted if k not in got]
-    other = [f"{k}={got[k]} (expected {v})" for k, v in wanted if k in got and got[k] != v]
+    unset = [k for k, v in wanted if k not in got or (v == ANY and not got[k])]
+    other = [f"{k}={got[k]} (expected {v})" for k, v in wanted if k in got and got[k] != v and v != ANY]
     bad = ([f"unset: {', '.join(unset)}"] if unset else []) + other
     if bad:
         msg = f"{node}: the job's environment lacks the site's {what}: {'; '.join(bad)} ({hint})"

@@ -292,11 +292,17 @@ def _socket_cause(site: Site, node: str, debug: NcclDebug) -> str:
             "eligible providers were "
             f"found'; the job's libfabric, e.g. a container's, may lack the {provider} provider)"
         )
+    return _no_plugin(node, debug, "aws-ofi-nccl's")
+
+
+def _no_plugin(node: str, debug: NcclDebug, whose: str) -> str:
+    """Where the node's NCCL loaded no net plugin: which library it could not find (``whose``: the plugin's
+    maker as a person names it), else nothing."""
     missing = [lib for h, lib in debug.net_plugin_missing if h == node]
     if missing or not debug.of_host("net_plugins", node):
         found = f" (NET/Plugin: could not find {missing[0]})" if missing else ""
         lib = missing[0] if missing else "libnccl-net.so"
-        return f": no net plugin loaded{found}: aws-ofi-nccl's {lib} is not on the job's library path"
+        return f": no net plugin loaded{found}: {whose} {lib} is not on the job's library path"
     return ""
 
 
@@ -312,12 +318,7 @@ def _tcp_cause(node: str, debug: NcclDebug) -> str:
             if rxdm[0].startswith(("Timeout: RxDM", "unix client", "NET/GPUDirectTCPX register"))
             else f": {rxdm[0]!r}"
         )
-    missing = [lib for h, lib in debug.net_plugin_missing if h == node]
-    if missing or not debug.of_host("net_plugins", node):
-        found = f" (NET/Plugin: could not find {missing[0]})" if missing else ""
-        lib = missing[0] if missing else "libnccl-net.so"
-        return f": no net plugin loaded{found}: Google's {lib} is not on the job's library path"
-    return ""
+    return _no_plugin(node, debug, "Google's")
 
 
 def _off_tcp(site: Site, node: str, mine: Sequence[NcclConnection], debug: NcclDebug) -> list[str]:

@@ -6,6 +6,12 @@ Verdicts (on ``<node>``):
   GPUs; 8 on A3 Mega) is there, a PCI device (its sysfs ``device`` link), and up (operstate). A node
   short of one runs every collective slower on the GPUs that lost it: its nccl steps are not judged
   (:func:`incomplete`, checks/nccl.py), this verdict is the one finding;
+- ``tcpx.rxdm``: the receive-datapath manager (RxDM, the container slurm-gcp's prolog starts for every job
+  of more than one node) serves this node's jobs: TCPXO's listens on the abstract unix socket
+  ``@rxdm_uds_nic_mapping`` (without it FasTrak waits 30 s, then aborts the process), TCPX's sockets are
+  in the directory the job's ``NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX`` names (without them the plugin's
+  first receive connection fails and the process exits). A probe job of one node gets SKIP: the prolog
+  starts no RxDM for it;
 - ``tcpx.env``: the job's environment gives every variable the site requires (``tcpx.env`` /
   ``tcpxo.env``: the plugin's settings, e.g. TCPXO's ``NCCL_FASTRAK_CTRL_DEV``, ``NCCL_FASTRAK_IFNAME``
   from Google's nccl-env-profile.sh, TCPX's ``NCCL_GPUDIRECTTCPX_SOCKET_IFNAME`` and
@@ -22,13 +28,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusteraccept.checks import jobenv, libfabric, netdev
-from clusteraccept.checks.hostfacts import NodeEvidence
-from clusteraccept.judge.verdicts import Verdict, error, expect
+from clusteraccept.checks.hostfacts import NodeEvidence, failure
+from clusteraccept.hostio import ENVIRON
+from clusteraccept.judge.verdicts import Verdict, error, expect, skip
+from clusteraccept.probes.tcpx import (
+    JOB_NODES,
+    PROC_NET_UNIX,
+    RXDM_SOCKET,
+    TCPX_DEFAULT_PREFIX,
+    TCPX_PREFIX,
+)
 from clusteraccept.probes.topology import NET_CLASS_DIR
 from clusteraccept.site.model import Site
 
 FAMILY = "tcpx"
-CHECKS = ("tcpx.devices", "tcpx.env")
+CHECKS = ("tcpx.devices", "tcpx.rxdm", "tcpx.env")
+RX_RULE_MANAGER = "rx_rule_manager"  # one of the TCPX RxDM's sockets in its --uds_path (google/tcpgpudmarxd)
 
 
 def _nics(site: Site, node: str) -> dict[str, list[int]]:
@@ -70,6 +85,52 @@ def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     return expect(check, FAMILY, node, not problems, f"{node}: {msg}", evidence=paths)
 
 
+def _job_env(ne: NodeEvidence) -> dict[str, str] | None:
+    item = ne.file(ENVIRON)
+    if item is None or not item[0].ok:
+        return None
+    return dict(line.split("=", 1) for line in item[0].stdout.splitlines() if "=" in line)
+
+
+def _rxdm(site: Site, node: str, ne: NodeEvidence) -> Verdict:
+    check = "tcpx.rxdm"
+    nt = site.node_type(node)
+    env = _job_env(ne)
+    if env is not None and env.get(JOB_NODES) == "1":
+        why = f"{node}: the probe job ran on one node, and slurm-gcp's prolog starts no RxDM for such a job"
+        return skip(check, FAMILY, node, why)
+    if nt.fabric == "tcpxo":
+        item = ne.command("rxdm-socket")
+        if item is None:
+            return error(check, FAMILY, node, f"{node}: no evidence of the RxDM's socket came back")
+        ev, path = item
+        if ev.returncode == 0 and RXDM_SOCKET in ev.stdout:
+            msg = f"{node}: the RxDM listens on @{RXDM_SOCKET} ({PROC_NET_UNIX})"
+            return expect(check, FAMILY, node, True, msg, evidence=(path,))
+        if ev.returncode != 1 or ev.stdout.strip():
+            return error(check, FAMILY, node, f"{node}: {failure('grep', ev)}", (path,))
+        msg = (
+            f"{node}: nothing listens on @{RXDM_SOCKET} ({PROC_NET_UNIX}): the receive-datapath manager is "
+            "not running here (slurm-gcp's prolog starts its container); FasTrak waits for it, then aborts "
+            "every job of this node"
+        )
+        return expect(check, FAMILY, node, False, msg, evidence=(path,))
+    prefix = (env or {}).get(TCPX_PREFIX) or TCPX_DEFAULT_PREFIX
+    names = ne.listing(prefix)
+    paths = tuple(p for p in [ne.archived(prefix)] if p)
+    if names is None:
+        return error(check, FAMILY, node, f"{node}: {prefix}, where the RxDM's sockets are, was not listed")
+    if RX_RULE_MANAGER in names:
+        msg = f"{node}: the RxDM's sockets are in {prefix} ({RX_RULE_MANAGER}, ...)"
+        return expect(check, FAMILY, node, True, msg, evidence=paths)
+    unset = "" if (env or {}).get(TCPX_PREFIX) else f" ({TCPX_PREFIX} unset: the plugin's default)"
+    msg = (
+        f"{node}: no RxDM socket ({RX_RULE_MANAGER}) in {prefix}{unset}: the receive-datapath manager is not "
+        "running here, or the prefix is not its --uds_path; the plugin's first receive connection fails"
+    )
+    return expect(check, FAMILY, node, False, msg, evidence=paths)
+
+
 def _env(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     nt = site.node_type(node)
     assert nt.tcp is not None
@@ -92,5 +153,5 @@ def judge(site: Site, evidence: Sequence[tuple[Any, str]], nodes: Sequence[str])
         FAMILY,
         CHECKS,
         "GPUDirect-TCPX(O)",
-        lambda s, node, ne: [_devices(s, node, ne), _env(s, node, ne)],
+        lambda s, node, ne: [_devices(s, node, ne), _rxdm(s, node, ne), _env(s, node, ne)],
     )

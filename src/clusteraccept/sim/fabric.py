@@ -96,7 +96,8 @@ class Faults:
     # EFA or Slingshot nodes whose NCCL ends on sockets: aws-ofi-nccl found no provider / no net plugin
     ofi_no_provider: tuple[str, ...] = ()
     ofi_plugin_missing: tuple[str, ...] = ()
-    # TCPX(O) nodes whose receive-datapath manager (RxDM) does not answer: Google's plugin fails its init
+    # TCPXO nodes whose receive-datapath manager (RxDM) is not running: FasTrak aborts every step there
+    # (on TCPX the first receive connection would exit the process: not modelled)
     rxdm_down: tuple[str, ...] = ()
 
 
@@ -471,8 +472,8 @@ def gpu_rails(fab: Fabric, host: str, env: dict[str, str], ngpus: int) -> tuple[
 def sockets(fab: Fabric, host: str) -> bool:
     """Whether this node's NCCL falls back to TCP sockets (an EFA, Slingshot or TCPX(O) node whose net
     plugin is missing or failed its init)."""
-    f = fab.faults
-    return host in f.ofi_no_provider or host in f.ofi_plugin_missing or host in f.rxdm_down
+    f = fab.faults  # (rxdm_down is no fallback: FasTrak aborts instead, sim/nccl_tcp.rxdm_abort)
+    return host in f.ofi_no_provider or host in f.ofi_plugin_missing
 
 
 def physical_gpu(fab: Fabric, host: str, env: dict[str, str], dev: int) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from clusteraccept.site.load import FAULT_FAMILY
+from clusteraccept.site.load import FAULT_ALSO, FAULT_FAMILY
 from clusteraccept.site.model import Site
 
 # kinds that only one check of their family catches (errors under traffic leave busbw intact)
@@ -30,7 +30,9 @@ FAULT_CHECK = {"link_errors": "nccl.link_errors"}
 
 def _catches(fault: Mapping[str, Any], family: str, v: Mapping[str, Any]) -> bool:
     only = FAULT_CHECK.get(str(fault["kind"]))
-    return bool(v["check"] == only if only else v["family"] == family)
+    return bool(
+        v["check"] == only if only else v["family"] in (family, *FAULT_ALSO.get(str(fault["kind"]), ()))
+    )
 
 
 @dataclass(frozen=True)

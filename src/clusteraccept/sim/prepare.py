@@ -76,7 +76,10 @@ def fabric_doc(
         if kind in ("wrong_clique", "imex_down"):  # multi-node NVLink cannot work there (NCCL fails init)
             _append(faults, "mnnvl_broken", {"node": f["node"]})
             continue
-        if kind in ("ofi_no_provider", "ofi_plugin_missing", "net_plugin_missing", "rxdm_down"):
+        if kind == "rxdm_down":  # FasTrak aborts every step of that node (sim/nccl_tcp.rxdm_abort)
+            _append(faults, kind, {"node": f["node"]})
+            continue
+        if kind in ("ofi_no_provider", "ofi_plugin_missing", "net_plugin_missing"):
             # NCCL on TCP sockets on that node (no net plugin: the same on every fabric that needs one)
             _append(
                 faults, "ofi_plugin_missing" if kind == "net_plugin_missing" else kind, {"node": f["node"]}

@@ -125,13 +125,17 @@ FAULT_FAMILY: dict[str, str] = {
     "slingshot_link_down": "slingshot",
     "slingshot_env_missing": "slingshot",
     # Google GPUDirect-TCPX/TCPXO (issue 22): a GPU NIC's link down, a required variable missing from the
-    # jobs' environment (sim/profile_tcpx.py); the receive-datapath manager down and the plugin not on
-    # the library path: NCCL on sockets (sim/nccl_info.py)
+    # jobs' environment, the receive-datapath manager not running (sim/profile_tcpx.py: its socket gone;
+    # sim/nccl_tcp.py: FasTrak aborts every step there); the plugin not on the library path: NCCL on
+    # sockets (sim/nccl_info.py)
     "tcpx_nic_down": "tcpx",
     "tcpx_env_missing": "tcpx",
-    "rxdm_down": "nccl",
+    "rxdm_down": "tcpx",
     "net_plugin_missing": "nccl",
 }
+# Faults seen by more than their family: the failures of these families are theirs too (an RxDM that does
+# not run fails the probe's tcpx.rxdm and every nccl step of the node: nccl.transport, nccl.launch)
+FAULT_ALSO: dict[str, tuple[str, ...]] = {"rxdm_down": ("nccl",)}
 FAULT_KINDS = tuple(FAULT_FAMILY)
 
 

@@ -6,6 +6,7 @@ plugins' sources print (docs/fabrics-research.md part 2).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,13 @@ import pytest
 import yaml
 
 from clusteraccept import checks
+from clusteraccept.checks import jobenv
+from clusteraccept.checks.hostfacts import NodeEvidence
 from clusteraccept.checks.launch import step_findings
 from clusteraccept.checks.tcpx import incomplete
 from clusteraccept.errors import SiteConfigError
+from clusteraccept.evidence import Evidence
+from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers import nccl_debug, nccl_tests
 from clusteraccept.plan.jobs import pair_steps, rail_hcas
@@ -24,6 +29,7 @@ from clusteraccept.render import REPO_ROOT
 from clusteraccept.site.load import load_site, parse_site
 from clusteraccept.site.model import Site
 
+from .test_slingshot import failing
 from .test_topology import CONFIGS, collect, edited
 
 DATA = REPO_ROOT / "tests" / "data" / "nccl-debug"
@@ -52,10 +58,6 @@ def profile_env(s: Site, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setenv(name, value)
 
 
-def failing(verdicts: list[Verdict]) -> dict[tuple[str, str], Verdict]:
-    return {(v.check, v.subject): v for v in verdicts if v.outcome is not Outcome.PASS}
-
-
 def test_healthy_nodes_pass_and_a_nic_down_and_a_lost_variable_fail_exactly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,7 +70,7 @@ def test_healthy_nodes_pass_and_a_nic_down_and_a_lost_variable_fail_exactly(
     profile_env(s, monkeypatch)
     probe = collect(s, ("tcpx", "topology", "gpudirect"), tmp_path)
     verdicts = checks.judge("tcpx", s, probe["tcpx"], s.nodes)
-    assert len(verdicts) == 2 * 8
+    assert len(verdicts) == 3 * 8
     bad = failing(verdicts)
     assert set(bad) == {("tcpx.devices", "a3m001"), ("tcpx.env", "a3m006")}
     assert bad["tcpx.devices", "a3m001"].message == "a3m001: GPU NIC enp14s0 (GPU3) link is down, expected up"
@@ -81,6 +83,10 @@ def test_healthy_nodes_pass_and_a_nic_down_and_a_lost_variable_fail_exactly(
         "each a PCI device, its link up"
     )
     assert ok["tcpx.env", "a3m002"].message == "a3m002: the job gets all 9 required variables"
+    assert (
+        ok["tcpx.rxdm", "a3m002"].message
+        == "a3m002: the RxDM listens on @rxdm_uds_nic_mapping (/proc/net/unix)"
+    )
     assert set(incomplete(s, probe["tcpx"])) == {"a3m001"}  # its nccl steps are not judged
     # topology reads the GPU NICs' PCI devices through /sys/class/net; ibstat has no port of them
     topo = {(v.check, v.subject): v for v in checks.judge("topology", s, probe["topology"], s.nodes)}
@@ -105,8 +111,6 @@ def test_a_gpu_nic_missing_not_pci_or_unread_and_a_state_that_says_nothing(
 
     def state_of(nic: str) -> Any:
         return lambda e: e.path == f"/sys/class/net/{nic}/operstate"
-
-    from dataclasses import replace
 
     gone = edited(probe, "a3m002", state_of("enp7s0"), lambda e: replace(e, returncode=1, stdout=""))
     odd = edited(gone, "a3m003", state_of("enp6s0"), lambda e: replace(e, stdout="unknown\n"))
@@ -282,3 +286,73 @@ def test_transport_and_nic_on_tcpx() -> None:
     f = _findings(s, bad, "a,b", "nccl.transport")["b"]
     assert f.ok is False and "receive-datapath manager (RxDM" in f.message
     assert "unix client /tmp/get_gpu_fd_0000:04:00.0" in f.message
+
+
+def test_rxdm_on_tcpx_a_one_node_probe_job_and_unreadable_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TCPX's RxDM sockets are files in the job's prefix directory (the plugin's default /tmp where unset);
+    a one-node probe job gets no RxDM from slurm-gcp's prolog: SKIP; grep failing is ERROR, not a finding."""
+    data = yaml.safe_load((CONFIGS / "demo-tcpxo.yaml").read_text())
+    nt = data["node_types"]["a3-mega"]
+    nt.update(fabric="tcpx", rails=A3_HIGH_RAILS, tcpx={})
+    del nt["tcpxo"]
+    data["sim"]["faults"] = [{"kind": "rxdm_down", "node": "a3m004"}]
+    high = parse_site(CONFIGS / "demo-tcpxo.yaml", data)
+    probe = collect(high, ("tcpx",), tmp_path / "high")["tcpx"]
+    got = {(v.check, v.subject): v for v in checks.judge("tcpx", high, probe, high.nodes)}
+    assert (
+        got["tcpx.rxdm", "a3m001"].message == "a3m001: the RxDM's sockets are in /tmp (rx_rule_manager, ...)"
+    )
+    assert got["tcpx.rxdm", "a3m004"].outcome is Outcome.FAIL
+    assert got["tcpx.rxdm", "a3m004"].message.startswith(
+        "a3m004: no RxDM socket (rx_rule_manager) in /tmp (NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX unset: "
+        "the plugin's default)"
+    )
+    # TCPXO: a probe job of one node, and grep that could not read /proc/net/unix
+    s = site([])
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "1")
+    one = collect(s, ("tcpx",), tmp_path / "one")["tcpx"]
+    assert {v.outcome for v in checks.judge("tcpx", s, one, s.nodes) if v.check == "tcpx.rxdm"} == {
+        Outcome.SKIP
+    }
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES")
+    probe = collect(s, ("tcpx",), tmp_path / "mega")["tcpx"]
+
+    broken = edited(
+        probe,
+        "a3m003",
+        lambda e: e.source == "rxdm-socket",
+        lambda e: replace(e, returncode=2, stdout="", stderr="grep: /proc/net/unix: Permission denied"),
+    )
+    got = {(v.check, v.subject): v for v in checks.judge("tcpx", s, broken, s.nodes)}
+    assert got["tcpx.rxdm", "a3m003"].outcome is Outcome.ERROR
+    assert "Permission denied" in got["tcpx.rxdm", "a3m003"].message
+
+
+def test_a_variable_any_value_will_do_and_the_a3_high_template() -> None:
+    """``*``: set, any value (TCPX's /run/tcpx-<job id> differs per job); unset or empty fails."""
+    wanted = (("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", "*"), ("NCCL_NET", "GPUDirectTCPX_v7"))
+
+    def judged(lines: str) -> Verdict:
+        ev = Evidence("n1", "job-env", path=ENVIRON, returncode=0, stdout=lines)
+        return jobenv.verdict(
+            "tcpx.env", "tcpx", "n1", wanted, NodeEvidence([(ev, "raw#x")]), "TCPX settings", "h"
+        )
+
+    ok = judged("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=/run/tcpx-4242\nNCCL_NET=GPUDirectTCPX_v7\n")
+    assert ok.outcome is Outcome.PASS
+    empty = judged("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX=\nNCCL_NET=Socket\n")
+    assert empty.outcome is Outcome.FAIL and empty.message == (
+        "n1: the job's environment lacks the site's TCPX settings: unset: "
+        "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX; "
+        "NCCL_NET=Socket (expected GPUDirectTCPX_v7) (h)"
+    )
+    ex = load_site("example-tcpx", CONFIGS)
+    nt = ex.node_types[0]
+    assert nt.fabric == "tcpx" and nt.tcp is not None and nt.tcp.plugin_version is None
+    assert dict(nt.tcp.env)["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "*"
+    assert [r.netdev for r in nt.rails] == ["enp6s0"] * 2 + ["enp12s0"] * 2 + ["enp134s0"] * 2 + [
+        "enp140s0"
+    ] * 2
+    assert set(dict(ex.nccl.accept_env)) == {"NCCL_ALGO", "NCCL_PROTO"}

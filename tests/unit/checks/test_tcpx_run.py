@@ -26,6 +26,7 @@ def test_the_tcpxo_demo_ends_exactly_on_its_faults(run_pytest: PytestRunner, tmp
         "suites/test_nccl_nodes.py::test_nccl_node[a3m002]",
         "suites/test_nccl_nodes.py::test_nccl_node[a3m003]",
         "suites/test_tcpx.py::test_tcpx[a3m001]",
+        "suites/test_tcpx.py::test_tcpx[a3m002]",
         "suites/test_tcpx.py::test_tcpx[a3m006]",
         "suites/test_topology.py::test_topology[a3m005]",
     ], proc.stdout[-3000:]
@@ -35,12 +36,18 @@ def test_the_tcpxo_demo_ends_exactly_on_its_faults(run_pytest: PytestRunner, tmp
     bad = {k for k, v in got.items() if v["outcome"] in ("fail", "error") and k[0] != "nccl.launch"}
     assert bad == {
         ("tcpx.devices", "a3m001"),
+        ("tcpx.rxdm", "a3m002"),
         ("tcpx.env", "a3m006"),
         ("topology.gpu_nic_affinity", "a3m005:gpu6"),
         ("nccl.transport", "a3m002"),
         ("nccl.transport", "a3m003"),
     }, sorted(bad)
-    # a3m002's FasTrak aborted every step it was in (no RxDM): a finding of transport, not a slow node
+    # a3m002's RxDM is not running: the probe finds no socket, and FasTrak aborted every step it was in: a
+    # finding of transport, not a slow node
+    assert got["tcpx.rxdm", "a3m002"]["message"].startswith(
+        "a3m002: nothing listens on @rxdm_uds_nic_mapping"
+    )
+    assert got["tcpx.rxdm", "a3m003"]["outcome"] == "pass"
     assert got["nccl.localization", "a3m002"]["outcome"] == "skip"
     transport = got["nccl.transport", "a3m002"]["message"]
     assert transport.startswith("the net plugin stopped the step: 'Timeout: RxDM not ready on a3m002")
