@@ -11,7 +11,6 @@ from clusteraccept.checks.hostfacts import NodeEvidence
 from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 
-
 ANY = "*"  # a required variable's value where any value will do (set, not empty)
 
 

@@ -407,17 +407,28 @@ def _plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> No
         _add(acc["ofi_no_provider"], host)
 
 
-def _tcp_plugin(acc: dict[str, Any], msg: str, host: str | None) -> None:
-    """A GPUDirect-TCPX/TCPXO plugin's own line, at whatever level it logged it."""
+def _tcp_plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
+    """A GPUDirect-TCPX/TCPXO plugin's own line, at whatever level it logged it. A version or device line
+    that does not read as its format string says is refused with its line number: what it would name
+    (the plugin's version, which NIC a net device is) is judged."""
     if msg.startswith("NET/FasTrak ") and (m := _FASTRAK.fullmatch(msg)) is not None:
         msg = m["msg"]
-        if (v := _FASTRAK_VERSION.fullmatch(msg)) is not None:
+        if msg.startswith("Initializing network FasTrak"):
+            if (v := _FASTRAK_VERSION.fullmatch(msg)) is None:
+                raise ParseError(line_no, "'Initializing network FasTrak, version: X.Y.Z'", msg)
             _add(acc["tcp_plugin_versions"], (host, v["v"]))
-        elif (d := _FASTRAK_SHIM.fullmatch(msg)) is not None:
+        elif msg.startswith("Initialized shim for GPU"):
+            if (d := _FASTRAK_SHIM.fullmatch(msg)) is None:
+                want = "'Initialized shim for GPU ..., the corresponding closest net device is: D (NAME)'"
+                raise ParseError(line_no, want, msg)
             _add(acc["tcp_net_devices"], (host, int(d["d"]), d["name"]))
-    elif (v := _TCPX_VERSION.fullmatch(msg)) is not None:
+    elif msg.startswith("NET/GPUDirectTCPX ver."):
+        if (v := _TCPX_VERSION.fullmatch(msg)) is None:
+            raise ParseError(line_no, "'NET/GPUDirectTCPX ver. X.Y.Z.'", msg)
         _add(acc["tcp_plugin_versions"], (host, v["v"]))
-    elif (u := _TCPX_USING.fullmatch(msg)) is not None:
+    elif msg.startswith("NET/GPUDirectTCPX : Using ["):
+        if (u := _TCPX_USING.fullmatch(msg)) is None:
+            raise ParseError(line_no, "'NET/GPUDirectTCPX : Using [0]IFNAME:ADDR [1]...'", msg)
         for one in _SOCK_ONE.finditer(u["devs"]):
             _add(acc["tcp_net_devices"], (host, int(one["i"]), one["name"]))
     if _TCP_FAILED.fullmatch(msg):
@@ -457,7 +468,7 @@ def parse(text: str) -> NcclDebug:
                 host = pm["host"]
                 _add(acc["hosts"], host)
         nccl_lines += 1
-        _tcp_plugin(acc, msg, host)
+        _tcp_plugin(acc, msg, host, line_no)
         if level == "WARN":
             acc["warnings"].append(msg)
             if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):

@@ -18,7 +18,7 @@ from clusteraccept.checks import jobenv
 from clusteraccept.checks.hostfacts import NodeEvidence
 from clusteraccept.checks.launch import step_findings
 from clusteraccept.checks.tcpx import incomplete
-from clusteraccept.errors import SiteConfigError
+from clusteraccept.errors import ParseError, SiteConfigError
 from clusteraccept.evidence import Evidence
 from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Outcome, Verdict
@@ -356,3 +356,29 @@ def test_a_variable_any_value_will_do_and_the_a3_high_template() -> None:
         "enp140s0"
     ] * 2
     assert set(dict(ex.nccl.accept_env)) == {"NCCL_ALGO", "NCCL_PROTO"}
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (f"h:1:1 [0] NCCL INFO NET/FasTrak {T}: Initializing network FasTrak, version:", "version: X.Y.Z"),
+        (
+            f"h:1:1 [0] NCCL INFO NET/FasTrak {T}: Initialized shim for GPU with CUDA index 0, FasTrak "
+            "index 0, and pci_path: p, the corresponding closest net device is: two (enp6s0)",
+            "closest net device is: D (NAME)",
+        ),
+        ("h:1:1 [0] NCCL INFO NET/GPUDirectTCPX ver. three.", "ver. X.Y.Z."),
+        ("h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using [0]enp12s0", "Using [0]IFNAME:ADDR"),
+    ],
+)
+def test_a_damaged_plugin_version_or_device_line_is_refused_with_its_line_number(
+    line: str, expected: str
+) -> None:
+    text = "h:1:1 [0] NCCL INFO NCCL version 2.28.7+cuda12.9\n" + line + "\n"
+    with pytest.raises(ParseError) as err:
+        nccl_debug.parse(text)
+    assert "line 2" in str(err.value) and expected in str(err.value)
+    # the control NIC's line and the default's are not device lists (tcpx src/connect.cc:902, 928)
+    ok = "h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using ctrl [ctrl]enp0s12:10.0.0.1<0>\n"
+    ok += "h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using default ctrl sockets\n"
+    assert nccl_debug.parse(ok).tcp_net_devices == ()
