@@ -212,6 +212,8 @@ def _tcp_nics(node: str, debug: NcclDebug, allowed: set[str], what: str, step: s
         why = f"the plugin's log does not say which GPU NIC net device(s) {unknown} are (NET subsystem)"
         return Finding("launch.nic", node, None, why, step)
     found = {names[i] for i in used}
+    # FasTrak moves a connection to another NIC to keep rails aligned, and says so
+    found |= {to for h, was, to in debug.tcp_rail_swaps if h == node and was in found}
     stray = sorted(found - allowed)
     msg = f"used {', '.join(sorted(found))}" + (f", not {what}: {', '.join(stray)}" if stray else "")
     return Finding("launch.nic", node, not stray, msg, step)
@@ -219,7 +221,8 @@ def _tcp_nics(node: str, debug: NcclDebug, allowed: set[str], what: str, step: s
 
 def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
     expect, step, out = site.nccl.expect, step_id(meta), []
-    for node in meta["nodes"].split(","):
+    nodes = meta["nodes"].split(",")
+    for node in nodes:
         mine = [c for c in debug.connections if c.host == node]
         asked = [net for h, net in debug.net_not_found if h == node]
         failed = [m for h, m in debug.tcp_plugin_failures if h == node]
@@ -228,6 +231,16 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
             out.append(Finding("nccl.transport", node, False, why + _socket_cause(site, node, debug), step))
             continue
         if failed and _fabric(site, node) in TCP_PLUGIN:  # Google's plugins stop the process, no fallback
+            peers = [
+                h
+                for h, m in debug.tcp_plugin_failures
+                if h != node and h in nodes and m.startswith(_RXDM_LINES)
+            ]
+            if peers and not any(m.startswith(_RXDM_LINES) for m in failed):
+                # TCPX: a receiver whose RxDM did not answer fails its sender's connection too
+                why = f"its connection failed because {peers[0]}'s receive-datapath manager did not answer"
+                out.append(Finding("nccl.transport", node, None, why, step))
+                continue
             why = "the net plugin stopped the step" + _tcp_cause(node, debug)
             out.append(Finding("nccl.transport", node, False, why, step))
             continue
@@ -256,6 +269,9 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
                     f"{name} {'' if want else 'not '}expected but {'engaged' if used else 'not engaged'}"
                 )
         kinds = ", ".join(sorted({c.transport for c in mine}))
+        if not bad and (unknown := _tcp_unversioned(site, node, debug)):
+            out.append(Finding("nccl.transport", node, None, unknown, step))
+            continue
         out.append(Finding("nccl.transport", node, not bad, "; ".join(bad) or f"over {kinds}", step))
     return out
 
@@ -306,6 +322,21 @@ def _no_plugin(node: str, debug: NcclDebug, whose: str) -> str:
     return ""
 
 
+# The plugins' lines that say their receive-datapath manager did not answer (parsers/nccl_debug.py)
+_RXDM_LINES = ("Timeout: RxDM", "unix client", "NET/GPUDirectTCPX register", "update flow steering rule")
+
+
+def _tcp_unversioned(site: Site, node: str, debug: NcclDebug) -> str | None:
+    """Why a TCPX(O) node's plugin version cannot be judged where the site pins one: no version line."""
+    if _fabric(site, node) not in TCP_PLUGIN:
+        return None
+    nt = site.node_type(node)
+    want = nt.tcp.plugin_version if nt.tcp else None
+    if want and not debug.of_host("tcp_plugin_versions", node):
+        return f"the site pins plugin version {want}, and this node's log has no version line (NET subsystem)"
+    return None
+
+
 def _tcp_cause(node: str, debug: NcclDebug) -> str:
     """Why a GPUDirect-TCPX(O) node's NCCL did not run over Google's plugin, as its log says: the
     receive-datapath manager (RxDM: a container the Slurm prolog starts per job) did not answer, so the
@@ -315,7 +346,7 @@ def _tcp_cause(node: str, debug: NcclDebug) -> str:
         return (
             f": {rxdm[0]!r}: its receive-datapath manager (RxDM, the container the job's prolog starts "
             "on every node of a multi-node job) is not running or not reachable on this node"
-            if rxdm[0].startswith(("Timeout: RxDM", "unix client", "NET/GPUDirectTCPX register"))
+            if rxdm[0].startswith(_RXDM_LINES)
             else f": {rxdm[0]!r}"
         )
     return _no_plugin(node, debug, "Google's")
@@ -330,7 +361,7 @@ def _off_tcp(site: Site, node: str, mine: Sequence[NcclConnection], debug: NcclD
     bad = [f"NET/{n}, not Google's {nt.fabric.upper()} plugin (NET/{plugin})" for n in nets if n != plugin]
     want = nt.tcp.plugin_version if nt.tcp else None
     versions = debug.of_host("tcp_plugin_versions", node)
-    if nets and not bad and want and versions and want not in versions:
+    if nets and not bad and want and versions and set(versions) != {want}:
         bad.append(f"{plugin} plugin version {', '.join(versions)}, the site expects {want}")
     return bad
 
@@ -448,17 +479,18 @@ def _odd_versions(findings: Sequence[Finding]) -> dict[str, str]:
     }
 
 
-def _quoted(bad: Sequence[Finding]) -> tuple[list[str], int]:
+def _quoted(bad: Sequence[Finding]) -> tuple[list[str], int, list[str]]:
     """The failing findings as a verdict quotes them, each message once with the steps that showed it
-    (a node whose plugin failed says so on every step: once, not 37 times), and how many steps that is."""
+    (a node whose plugin failed says so on every step: once, not 37 times), how many steps that is, and
+    those steps (whose evidence the verdict cites)."""
     by_message: dict[str, list[str]] = {}
     for f in bad:
         by_message.setdefault(f.message, []).append(f.step)
-    out, shown = [], 0
+    out, quoted = [], []
     for message, steps in list(by_message.items())[:MAX_QUOTED]:
         out.append(f"{message} [{', '.join(steps[:MAX_QUOTED])}]")
-        shown += min(len(steps), MAX_QUOTED)
-    return out, shown
+        quoted += steps[:MAX_QUOTED]
+    return out, len(quoted), quoted
 
 
 def node_verdicts(
@@ -487,10 +519,10 @@ def node_verdicts(
             extra = shared.get(node, [])[:1] if check == "launch.binding" else []
             if check == "nccl.config" and node in odd:
                 extra = [odd[node]]
-            quote = bad or (fs if extra else [])  # a run-wide finding quotes the node's own steps
-            paths = tuple(dict.fromkeys(evidence[f.step] for f in quote if f.step in evidence))[:MAX_QUOTED]
+            quoted, shown, steps = _quoted(bad)
+            quote = steps or [f.step for f in (fs if extra else [])]  # a run-wide finding: the node's steps
+            paths = tuple(dict.fromkeys(evidence[s] for s in quote if s in evidence))[:MAX_QUOTED]
             if bad or extra:
-                quoted, shown = _quoted(bad)
                 more = f" (+{len(bad) - shown} more steps)" if len(bad) > shown else ""
                 out.append(
                     Verdict(

@@ -9,9 +9,9 @@ Verdicts (on ``<node>``):
 - ``tcpx.rxdm``: the receive-datapath manager (RxDM, the container slurm-gcp's prolog starts for every job
   of more than one node) serves this node's jobs: TCPXO's listens on the abstract unix socket
   ``@rxdm_uds_nic_mapping`` (without it FasTrak waits 30 s, then aborts the process), TCPX's sockets are
-  in the directory the job's ``NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX`` names (without them the plugin's
-  first receive connection fails and the process exits). A probe job of one node gets SKIP: the prolog
-  starts no RxDM for it;
+  in the directory the job's ``NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX`` names (without them the receiving
+  side cannot program its flow-steering rule and every connection to the node fails). A probe job of one
+  node gets SKIP: the prolog starts no RxDM for it;
 - ``tcpx.env``: the job's environment gives every variable the site requires (``tcpx.env`` /
   ``tcpxo.env``: the plugin's settings, e.g. TCPXO's ``NCCL_FASTRAK_CTRL_DEV``, ``NCCL_FASTRAK_IFNAME``
   from Google's nccl-env-profile.sh, TCPX's ``NCCL_GPUDIRECTTCPX_SOCKET_IFNAME`` and
@@ -65,8 +65,11 @@ def _problems(site: Site, node: str, ne: NodeEvidence) -> tuple[list[str] | None
         bad, unsure = netdev.link_state(ne, nic, who)
         problems += [bad] if bad else []
         unknown += [unsure] if unsure else []
-        if bad is None and unsure is None and netdev.pci_address(ne, nic) is None:
-            problems.append(f"{who} is no PCI device ({NET_CLASS_DIR}/{nic}/device leads nowhere)")
+        link = f"{NET_CLASS_DIR}/{nic}/device"
+        if bad is None and unsure is None and ne.file(link) is None:
+            unknown.append(f"{who}: its {link} was not read")
+        elif bad is None and unsure is None and netdev.pci_address(ne, nic) is None:
+            problems.append(f"{who} is no PCI device ({link} leads nowhere)")
     if unknown and not problems:
         return None, "; ".join(unknown)
     return problems, f"{len(nics)} GPU NICs ({', '.join(nics)})"
@@ -115,7 +118,9 @@ def _rxdm(site: Site, node: str, ne: NodeEvidence) -> Verdict:
             "every job of this node"
         )
         return expect(check, FAMILY, node, False, msg, evidence=(path,))
-    prefix = (env or {}).get(TCPX_PREFIX) or TCPX_DEFAULT_PREFIX
+    if env is None:  # where the RxDM's sockets are is the job's own setting
+        return error(check, FAMILY, node, f"{node}: the job's environment was not read ({TCPX_PREFIX})")
+    prefix = env.get(TCPX_PREFIX) or TCPX_DEFAULT_PREFIX
     names = ne.listing(prefix)
     paths = tuple(p for p in [ne.archived(prefix)] if p)
     if names is None:
@@ -123,10 +128,10 @@ def _rxdm(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     if RX_RULE_MANAGER in names:
         msg = f"{node}: the RxDM's sockets are in {prefix} ({RX_RULE_MANAGER}, ...)"
         return expect(check, FAMILY, node, True, msg, evidence=paths)
-    unset = "" if (env or {}).get(TCPX_PREFIX) else f" ({TCPX_PREFIX} unset: the plugin's default)"
+    unset = "" if env.get(TCPX_PREFIX) else f" ({TCPX_PREFIX} unset: the plugin's default)"
     msg = (
         f"{node}: no RxDM socket ({RX_RULE_MANAGER}) in {prefix}{unset}: the receive-datapath manager is not "
-        "running here, or the prefix is not its --uds_path; the plugin's first receive connection fails"
+        "running here, or the prefix is not its --uds_path; every connection to this node will fail"
     )
     return expect(check, FAMILY, node, False, msg, evidence=paths)
 

@@ -105,7 +105,7 @@ def _noun(nt: NodeType) -> str:
 def _family_counts(nt: NodeType) -> str | None:
     """The check family that judges a libfabric node type's device count (efa.devices, slingshot.devices):
     a rail device absent there is its finding, not topology's."""
-    return f"{nt.fabric}.devices" if nt.provider else None
+    return f"{nt.family}.devices" if nt.family else None
 
 
 def _absent(nt: NodeType, node: str, counted: str, nics: list[str]) -> str:

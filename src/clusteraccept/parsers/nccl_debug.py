@@ -153,11 +153,17 @@ class NcclDebug:
     tcp_plugin_versions: tuple[tuple[str | None, str], ...] = ()
     # (host, what the plugin said) where it failed: TCPXO "Timeout: RxDM not ready on <host> after N
     # seconds: <status>" (a WARN; then "Plug-in core initialization failed (...), aborting...": the
-    # process aborts, tcpxo fastrak_offload/init.cc and fastrak_plugin.cc), TCPX "unix client <path>,
-    # gpumem fd client connect failed ..." (then "TCPXASSERT ...": exit(1), tcpx src/gpu/rx_pool.cu,
-    # src/misc/checks1.h) or, with NCCL_GPUDIRECTTCPX_REPORT_LIFECYCLE=1, "NET/GPUDirectTCPX register
-    # failed against receive_datapath_manager, ..." (init fails, tcpx src/net_tcpx.cc)
+    # process aborts, tcpxo fastrak_offload/init.cc and fastrak_plugin.cc); TCPX, whose init does not ask
+    # its RxDM, on the receiving node at the first connection: "update flow steering rule: local A <-
+    # remote B, failed against receive-datapath-manager: ..." (retried; then "NET/GPUDirectTCPX failed
+    # to connect socket" on both sides, tcpx src/connect.cc), "unix client <path>, gpumem fd client
+    # connect failed ..." (then TCPXASSERT's exit(1), src/gpu/rx_pool.cu) or, with
+    # NCCL_GPUDIRECTTCPX_REPORT_LIFECYCLE=1, "NET/GPUDirectTCPX register failed against
+    # receive_datapath_manager, ..." at init (src/net_tcpx.cc)
     tcp_plugin_failures: tuple[tuple[str | None, str], ...] = ()
+    # (host, NIC NCCL chose, NIC used) where FasTrak swaps a connection's NIC: "Use netdev D (NAME)
+    # instead of D (NAME) to enforce rail alignment ..." (tcpxo nccl_shim.cc)
+    tcp_rail_swaps: tuple[tuple[str | None, str, str], ...] = ()
     # (host, NCCL net device, GPU NIC) as the plugin names them: TCPX "NET/GPUDirectTCPX : Using
     # [0]enp12s0:<ip><port> [1]..." (its devices sorted by name: the index NCCL's channels print, tcpx
     # src/connect.cc, src/misc/socket_utils.cc); TCPXO "Initialized shim for GPU with CUDA index C,
@@ -254,13 +260,19 @@ _OFI_NIC = re.compile(
     r"NET/OFI NIC group (?P<g>\d+) device #(?P<d>\d+)"
     r" (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s*"
 )
-_TCPX_VERSION = re.compile(r"NET/GPUDirectTCPX ver\. (?P<v>\d+(?:\.\d+)*)\.?\s*")
+# MAJOR.MINOR.PATCH "." TCPX_SUFFIX (tcpx src/config.h.in): a trailing dot where the suffix is empty
+_TCPX_VERSION = re.compile(r"NET/GPUDirectTCPX ver\. (?P<v>\S+?)\.?\s*")
 _FASTRAK = re.compile(r"NET/FasTrak (?P<time>.*?): (?P<msg>.*)")
 _FASTRAK_VERSION = re.compile(r"Initializing network FasTrak, version: (?P<v>\S+?)\s*")
 _TCP_FAILED = re.compile(
     r"(?:NET/GPUDirectTCPX register failed against receive_datapath_manager.*"
     r"|unix client \S+, gpumem fd client connect failed.*"
+    r"|update flow steering rule: .*failed against receive-datapath-manager.*"
+    r"|NET/GPUDirectTCPX failed to connect socket.*"
     r"|Timeout: RxDM not ready.*|Plug-in core initialization failed.*)"
+)
+_FASTRAK_SWAP = re.compile(
+    r"Use netdev \d+ \((?P<to>[^)\s]+)\) instead of \d+ \((?P<was>[^)\s]+)\) to enforce rail alignment.*"
 )
 _TCPX_USING = re.compile(r"NET/GPUDirectTCPX : Using(?P<devs>(?: \[\d+\][^\s:\[\]]+:\S+)+)\s*")
 _FASTRAK_SHIM = re.compile(
@@ -303,6 +315,7 @@ _TUPLES = (
     "tcp_plugin_versions",
     "tcp_plugin_failures",
     "tcp_net_devices",
+    "tcp_rail_swaps",
 )
 
 
@@ -422,6 +435,8 @@ def _tcp_plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -
                 want = "'Initialized shim for GPU ..., the corresponding closest net device is: D (NAME)'"
                 raise ParseError(line_no, want, msg)
             _add(acc["tcp_net_devices"], (host, int(d["d"]), d["name"]))
+        elif (w := _FASTRAK_SWAP.fullmatch(msg)) is not None:
+            _add(acc["tcp_rail_swaps"], (host, w["was"], w["to"]))
     elif msg.startswith("NET/GPUDirectTCPX ver."):
         if (v := _TCPX_VERSION.fullmatch(msg)) is None:
             raise ParseError(line_no, "'NET/GPUDirectTCPX ver. X.Y.Z.'", msg)

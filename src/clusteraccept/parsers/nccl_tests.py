@@ -55,7 +55,9 @@ _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)(?:\s+(OK|FAILED))?\s*$")
 # NCCL's debug line (host:pid:tid [dev] NCCL INFO ...), behind a launcher's prefix: only a whole line is
 # one (a result row with an INFO line glued to it by an unbuffered launcher is not, and must not parse)
 _INFO_LINE = re.compile(r"(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: )?\s*\S+ \[\d+\] NCCL INFO ")
-_WARN_LINE = re.compile(r"\S+ \[-?\d+\] (?:\S+ )?NCCL WARN (.*)")
+# "host:pid:tid [dev] <where> NCCL WARN msg": <where> is NCCL's file:line or a plugin's own (TCPX passes
+# __PRETTY_FUNCTION__, spaces and all: tcpx src/adapter/nccl/debug.h)
+_WARN_LINE = re.compile(r"\S+ \[-?\d+\] .*?NCCL WARN (.*)")
 _FAILURE = re.compile(r"Test (?:CUDA |NCCL )?failure\b")
 _ROW_START = re.compile(r"[0-9]+\s+[0-9]+\s")
 # The binaries of nccl-tests (src/Makefile BIN_FILES_LIST), named on a launcher's echoed command line.

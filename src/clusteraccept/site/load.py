@@ -137,6 +137,20 @@ FAULT_FAMILY: dict[str, str] = {
 # not run fails the probe's tcpx.rxdm and every nccl step of the node: nccl.transport, nccl.launch)
 FAULT_ALSO: dict[str, tuple[str, ...]] = {"rxdm_down": ("nccl",)}
 FAULT_KINDS = tuple(FAULT_FAMILY)
+# Faults only a fabric's own devices or net plugin can have (the simulator models them nowhere else)
+FAULT_FABRICS: dict[str, tuple[str, ...]] = {
+    "efa_device_missing": ("efa",),
+    "memlock_limited": ("efa",),
+    "ofi_no_provider": ("efa", "slingshot"),
+    "ofi_plugin_missing": ("efa", "slingshot"),
+    "cxi_device_missing": ("slingshot",),
+    "slingshot_link_down": ("slingshot",),
+    "slingshot_env_missing": ("slingshot",),
+    "tcpx_nic_down": ("tcpx", "tcpxo"),
+    "tcpx_env_missing": ("tcpx", "tcpxo"),
+    "rxdm_down": ("tcpx", "tcpxo"),
+    "net_plugin_missing": ("efa", "slingshot", "tcpx", "tcpxo"),
+}
 
 
 def _faults(top: Section, nodes: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
@@ -175,6 +189,12 @@ def parse_site(path: Path, data: Any) -> Site:
     nccl = parse_nccl(top)
     node_types = parse_node_types(top, nodes)
     _fabric_sections(top, node_types, roce, sharp)
+    simulated = top.flag("simulated", default=False)
+    setup, env = _setup(top), _env(top)
+    if not simulated:
+        _required_not_set_here(top, node_types, setup, env)
+    faults = _faults(top, nodes)
+    _faults_fit_fabrics(top, node_types, faults)
     raw_baselines = top.raw("baselines", {})
     baselines_file = None
     if isinstance(raw_baselines, str):
@@ -189,10 +209,10 @@ def parse_site(path: Path, data: Any) -> Site:
         name=top.string("name", "a site name", default=path.stem),
         file=file,
         description=top.string("description", default=""),
-        simulated=top.flag("simulated", default=False),
+        simulated=simulated,
         slurm=slurm,
-        setup=_setup(top),
-        env=_env(top),
+        setup=setup,
+        env=env,
         nodes=nodes,
         blocks=blocks,
         blocks_from_slurm=from_slurm,
@@ -205,7 +225,7 @@ def parse_site(path: Path, data: Any) -> Site:
         nccl=nccl,
         baselines=baselines,
         baselines_file=baselines_file,
-        sim_faults=_faults(top, nodes),
+        sim_faults=faults,
         ops=parse_ops(top, expand_repo),
         gpudirect=parse_gpudirect(top),
         env_file=_env_file(top, path),
@@ -229,6 +249,48 @@ def _fabric_sections(top: Section, node_types: tuple[NodeType, ...], roce: Roce 
             f"false: SHARP needs an infiniband or roce fabric ({', '.join(sorted(fabrics))} here)",
             "true",
         )
+
+
+def _required_not_set_here(
+    top: Section, node_types: tuple[NodeType, ...], setup: tuple[str, ...], env: dict[str, str]
+) -> None:
+    """A variable a fabric's jobs must get (``slingshot.env``, ``tcpx.env``, ``tcpxo.env``) is judged on
+    what the site's own profile or prolog gives them: one this file sets itself (``env:``, an assignment
+    in ``setup:``) would have the check judge the suite's own setting, and pass on every node. (A
+    simulated site's ``env:`` stands for that profile.)"""
+    for nt in node_types:
+        section = "slingshot" if nt.slingshot else nt.fabric
+        wanted = nt.slingshot.env if nt.slingshot else (nt.tcp.env if nt.tcp else ())
+        for name, _ in wanted:
+            here = "env" if name in env else None
+            assign = re.compile(rf"(?:^|[\s;&|])(?:export\s+)?{re.escape(name)}=")
+            here = here or next((f"setup[{i}]" for i, line in enumerate(setup) if assign.search(line)), None)
+            if here:
+                raise SiteConfigError(
+                    top.file,
+                    f"node_types.{nt.name}.{section}.env.{name}",
+                    "a variable the site's own profile or prolog gives jobs, not one this file sets",
+                    f"set by {here} (the check would judge the suite's own setting)",
+                )
+
+
+def _faults_fit_fabrics(
+    top: Section, node_types: tuple[NodeType, ...], faults: tuple[dict[str, Any], ...]
+) -> None:
+    """A simulated fault that only a fabric's plugin or devices can have is refused on a node of another."""
+    for i, f in enumerate(faults):
+        fabrics = FAULT_FABRICS.get(str(f["kind"]))
+        node = f.get("node")
+        if fabrics is None or not node:
+            continue
+        fabric = next(nt.fabric for nt in node_types if node in nt.nodes)
+        if fabric not in fabrics:
+            raise SiteConfigError(
+                top.file,
+                f"sim.faults[{i}].kind",
+                f"a fault of a {' or '.join(fabrics)} node",
+                f"{f['kind']} on {node} ({fabric})",
+            )
 
 
 def _setup(top: Section) -> tuple[str, ...]:

@@ -60,8 +60,8 @@ LIBFABRIC_PROVIDER = {"efa": "efa", "slingshot": "cxi"}
 # prints in "Using network %s" and in a channel's "via NET/%s/<dev>" (tcpx src/nccl_plugin.cc; tcpxo
 # tcpdirect_plugin/fastrak_offload/fastrak_plugin.cc; nccl src/init.cc, src/transport/net.cc)
 TCP_PLUGIN = {"tcpx": "GPUDirectTCPX_v7", "tcpxo": "FasTrak"}
-# The fabrics whose NICs are ibverbs devices (/sys/class/infiniband): NCCL's NET/IB or aws-ofi-nccl's efa
-VERBS_FABRICS = ("infiniband", "roce", "efa")
+# The fabrics whose rail NICs are no ibverbs devices: Slingshot's cxi NICs, TCPX(O)'s plain netdevs
+NOT_VERBS_FABRICS = ("slingshot", "tcpx", "tcpxo")
 
 
 @dataclass(frozen=True)
@@ -164,8 +164,9 @@ class NodeType:
 
     @property
     def verbs(self) -> bool:
-        """Whether the rail NICs are ibverbs devices (ibstat, perftest, nvidia_peermem apply)."""
-        return self.fabric in VERBS_FABRICS
+        """Whether the rail NICs are ibverbs devices (ibstat, perftest, nvidia_peermem apply): all but
+        Slingshot's and TCPX(O)'s (``fabric: none`` with rails keeps the checks it always had)."""
+        return self.fabric not in NOT_VERBS_FABRICS
 
     def rail_line_Gbps(self, rail: Rail) -> float | None:
         """What one rail carries when every rail runs at once (a pair round): each of its devices' rate,

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from clusteraccept.checks import nccl
-from clusteraccept.checks.launch import CHECKS
+from clusteraccept.checks.launch import CHECKS, Finding, node_verdicts
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict
@@ -278,3 +278,15 @@ def test_nvls_is_judged_against_nccl_expect_on_steps_over_every_gpu(tmp_path: Pa
         assert "rail" not in transport["node2"].message  # only its block step: [leaf1:all_reduce]
     else:
         assert {v.outcome for v in transport.values()} == {Outcome.PASS}
+
+
+def test_a_node_verdict_says_each_message_once_with_its_steps_and_cites_what_it_quotes() -> None:
+    """Five steps say one thing, six others six different things: the verdict quotes four messages,
+    each once with up to four of its steps, counts the steps it left out, and cites what it quotes."""
+    same = [Finding("nccl.transport", "n1", False, "plugin failed", f"s{k}") for k in range(5)]
+    other = [Finding("nccl.transport", "n1", False, f"odd {k}", f"t{k}") for k in range(6)]
+    evidence = {f.step: f"raw/{f.step}" for f in same + other}
+    (v,) = node_verdicts(same + other, ["n1"], evidence, {})
+    assert v.outcome is Outcome.FAIL
+    assert v.message == ("plugin failed [s0, s1, s2, s3]; odd 0 [t0]; odd 1 [t1]; odd 2 [t2] (+4 more steps)")
+    assert v.evidence == ("raw/s0", "raw/s1", "raw/s2", "raw/s3")

@@ -278,9 +278,10 @@ def test_transport_and_nic_on_tcpx() -> None:
     assert nic["a"].ok is True and nic["a"].message == "used enp6s0"
     assert nic["b"].ok is False and nic["b"].message == "used enp12s0, not rail 0's GPU NIC enp6s0: enp12s0"
     assert _findings(s, log, "a,b", "nccl.transport")["a"].message == "over NET/GPUDirectTCPX_v7"
-    # the RxDM's socket not there at the first receive connection (its prefix unset or wrong): exit(1)
+    # the RxDM's gpumem socket not there when the receiver imports its buffers (tcpx src/gpu/rx_pool.cu)
+    where = "CuIpcMemfdHandle* GpumemImport(CUcontext, const char*, const char*):71"
     bad = (
-        log + "b:7:7 [0] rx_pool.cu:71 NCCL WARN unix client /tmp/get_gpu_fd_0000:04:00.0, gpumem fd client "
+        log + f"b:7:7 [0] {where} NCCL WARN unix client /tmp/get_gpu_fd_0000:04:00.0, gpumem fd client "
         "connect failed x\n"
     )
     f = _findings(s, bad, "a,b", "nccl.transport")["b"]
@@ -350,8 +351,8 @@ def test_a_variable_any_value_will_do_and_the_a3_high_template() -> None:
     )
     ex = load_site("example-tcpx", CONFIGS)
     nt = ex.node_types[0]
-    assert nt.fabric == "tcpx" and nt.tcp is not None and nt.tcp.plugin_version is None
-    assert dict(nt.tcp.env)["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "*"
+    assert nt.fabric == "tcpx" and nt.tcp is not None and nt.tcp.plugin_version == "3.1.9"
+    assert nt.tcp.env == ()  # cluster-toolkit's A3 High jobs set their own: nothing the site gives
     assert [r.netdev for r in nt.rails] == ["enp6s0"] * 2 + ["enp12s0"] * 2 + ["enp134s0"] * 2 + [
         "enp140s0"
     ] * 2
@@ -367,7 +368,7 @@ def test_a_variable_any_value_will_do_and_the_a3_high_template() -> None:
             "index 0, and pci_path: p, the corresponding closest net device is: two (enp6s0)",
             "closest net device is: D (NAME)",
         ),
-        ("h:1:1 [0] NCCL INFO NET/GPUDirectTCPX ver. three.", "ver. X.Y.Z."),
+        ("h:1:1 [0] NCCL INFO NET/GPUDirectTCPX ver.", "ver. X.Y.Z."),
         ("h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using [0]enp12s0", "Using [0]IFNAME:ADDR"),
     ],
 )
@@ -382,3 +383,131 @@ def test_a_damaged_plugin_version_or_device_line_is_refused_with_its_line_number
     ok = "h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using ctrl [ctrl]enp0s12:10.0.0.1<0>\n"
     ok += "h:1:1 [0] NCCL INFO NET/GPUDirectTCPX : Using default ctrl sockets\n"
     assert nccl_debug.parse(ok).tcp_net_devices == ()
+
+
+def _high(nodes: str = "a,b") -> Site:
+    data = yaml.safe_load((CONFIGS / "demo-tcpxo.yaml").read_text())
+    nt = data["node_types"]["a3-mega"]
+    nt.update(fabric="tcpx", rails=A3_HIGH_RAILS, tcpx={"plugin_version": "3.1.9"})
+    del nt["tcpxo"]
+    data.update(nodes=nodes, blocks={"g": nodes})
+    data["sim"]["faults"] = []
+    return parse_site(CONFIGS / "demo-tcpxo.yaml", data)
+
+
+def test_tcpx_flow_steering_failure_blames_the_receiver_not_its_sender() -> None:
+    """TCPX's init never asks its RxDM: the receiving node's flow-steering rule fails at the first
+    connection (tcpx src/connect.cc), and its sender's connection fails with it; the receiver is the finding.
+    WARN lines carry TCPX's __PRETTY_FUNCTION__ where NCCL's carry file:line (src/adapter/nccl/debug.h)."""
+    s = _high()
+    # the locations are the functions that print them (tcpx src/connect.cc:581, :416; src/net_tcpx.cc:675)
+    steer = "ConnectionState UpdateFlowSteerRule(int, FlowSteerRuleOp, void*):581"
+    where = "tcpxResult_t ConnectSocketWithRetryInternal(int*, int, socketAddress*, socketAddress*, int, "
+    where += "sockCondFn, sockCondCtx*):416"
+    text = (
+        "a:7:7 [0] NCCL INFO NET/GPUDirectTCPX ver. 3.1.9.\n"
+        "b:7:7 [0] NCCL INFO NET/GPUDirectTCPX ver. 3.1.9.\n"
+        "a:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/GPUDirectTCPX_v7/3/GDRDMA\n"
+        f"b:7:7 [0] {steer} NCCL WARN update flow steering rule: local 10.4.0.2<38821> <- remote "
+        "10.4.0.1<41342>, failed against receive-datapath-manager: UNAVAILABLE: x\n"
+        f"a:7:7 [0] {where} NCCL WARN NET/GPUDirectTCPX failed to connect socket\n"
+    )
+    f = _findings(s, text, "a,b", "nccl.transport")
+    assert f["b"].ok is False and "failed against receive-datapath-manager" in f["b"].message
+    assert "its receive-datapath manager (RxDM" in f["b"].message
+    assert f["a"].ok is None and f["a"].message == (
+        "its connection failed because b's receive-datapath manager did not answer"
+    )
+    # the step's output of nothing but NCCL's lines: the first WARN, whatever its location's form
+    assert nccl_tests.parse(text).failure is not None
+    assert nccl_tests.parse(text).failure.startswith("NCCL WARN update flow steering rule")
+    # NCCL_NET=GPUDirectTCPX_v7 (cluster-toolkit sets it) with no plugin: init fails, named
+    gone = (
+        "a:7:7 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n"
+        "a:7:7 [0] net.cc:626 NCCL WARN Error: network GPUDirectTCPX_v7 not found.\n"
+    )
+    f = _findings(s, gone, "a,b", "nccl.transport")["a"]
+    assert f.ok is False and f.message == (
+        "NCCL_NET asks for network 'GPUDirectTCPX_v7', which NCCL did not find (the step failed at init): "
+        "no net plugin loaded (NET/Plugin: could not find libnccl-net.so): Google's libnccl-net.so is not on "
+        "the job's library path"
+    )
+    # with NCCL_GPUDIRECTTCPX_REPORT_LIFECYCLE=1 the plugin asks at init and says so (src/net_tcpx.cc)
+    reg = (
+        f"a:7:7 [0] {where} NCCL WARN NET/GPUDirectTCPX register failed against receive_datapath_manager, x\n"
+    )
+    assert "receive-datapath manager (RxDM" in _findings(s, reg, "a,b", "nccl.transport")["a"].message
+
+
+def test_a_pinned_plugin_version_unlogged_or_mixed_and_a_rail_alignment_swap() -> None:
+    s = site([], nodes="a,b", blocks={"g": "a,b"})
+    unversioned = "".join(line for line in _good("a").splitlines(True) if "version:" not in line)
+    f = _findings(s, unversioned + _good("b"), "a,b", "nccl.transport")["a"]
+    assert f.ok is None and f.message == (
+        "the site pins plugin version 1.0.17, and this node's log has no version line (NET subsystem)"
+    )
+    mixed = _good("a") + _fastrak("a", "Initializing network FasTrak, version: 1.0.15") + _good("b")
+    f = _findings(s, mixed, "a,b", "nccl.transport")["a"]
+    assert f.ok is False and f.message == "FasTrak plugin version 1.0.17, 1.0.15, the site expects 1.0.17"
+    # FasTrak moved the connection to another NIC to keep rails aligned: the NIC it used is judged
+    swap = _fastrak(
+        "a",
+        "Use netdev 4 (enp134s0) instead of 0 (enp6s0) to enforce rail alignment for connection for GPU with "
+        "local FasTrak index [0] to remote FasTrak index [4]",
+    )
+    nic = _findings(s, _good("a") + swap + _good("b"), "a,b", "launch.nic")["a"]
+    assert nic.ok is False and nic.message == "used enp134s0, enp6s0, not rail 0's GPU NIC enp6s0: enp134s0"
+
+
+def test_evidence_missing_is_not_a_finding_and_topology_leaves_an_absent_nic_to_tcpx(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = site([])
+    profile_env(s, monkeypatch)
+    probe = collect(s, ("tcpx", "topology"), tmp_path)
+    tcpx = [
+        a
+        for a in probe["tcpx"]
+        if not (a[0].host == "a3m002" and a[0].path == "/sys/class/net/enp7s0/device")
+        and not (a[0].host == "a3m003" and a[0].source == "job-env")
+    ]
+    got = {(v.check, v.subject): v for v in checks.judge("tcpx", s, tcpx, s.nodes)}
+    assert got["tcpx.devices", "a3m002"].outcome is Outcome.ERROR  # a link never collected: unknown
+    assert "enp7s0/device was not read" in got["tcpx.devices", "a3m002"].message
+    assert got["tcpx.env", "a3m003"].outcome is Outcome.ERROR
+    high = _high(",".join(s.nodes))
+    probe_high = collect(high, ("tcpx",), tmp_path / "high")["tcpx"]
+    no_env = [a for a in probe_high if not (a[0].host == "a3m004" and a[0].source == "job-env")]
+    got = {(v.check, v.subject): v for v in checks.judge("tcpx", high, no_env, high.nodes)}
+    assert got["tcpx.rxdm", "a3m004"].outcome is Outcome.ERROR  # its prefix is the job's own setting
+    # topology: a GPU NIC gone is tcpx.devices' finding, not topology's too
+    gone = [
+        a
+        for a in probe["topology"]
+        if not (a[0].host == "a3m001" and a[0].path and a[0].path.startswith("/sys/class/net/enp14s0"))
+    ]
+    topo = {(v.check, v.subject): v for v in checks.judge("topology", s, gone, s.nodes)}
+    assert topo["topology.nic_pcie_link", "a3m001:rail3"].outcome is Outcome.SKIP
+    assert topo["topology.nic_pcie_link", "a3m001:rail3"].message == (
+        "not judged: tcpx.devices on a3m001: GPU NIC enp14s0 absent"
+    )
+
+
+def test_the_loader_refuses_a_required_variable_the_site_file_sets_and_faults_of_another_fabric() -> None:
+    data = yaml.safe_load((CONFIGS / "example-tcpxo.yaml").read_text())
+    data["node_types"]["a3-mega"]["tcpxo"]["env"]["NCCL_FASTRAK_IFNAME"] = "enp6s0"
+    with pytest.raises(SiteConfigError) as err:
+        parse_site(CONFIGS / "example-tcpxo.yaml", data)
+    assert str(err.value).endswith(
+        "node_types.a3-mega.tcpxo.env.NCCL_FASTRAK_IFNAME: expected a variable the site's own profile or "
+        "prolog gives jobs, not one this file sets, got set by setup[2] (the check would judge the suite's "
+        "own setting)"
+    )
+    data = yaml.safe_load((CONFIGS / "example-tcpxo.yaml").read_text())
+    data["env"] = {"NCCL_CROSS_NIC": "0"}
+    with pytest.raises(SiteConfigError, match=r"tcpxo\.env\.NCCL_CROSS_NIC: .* got set by env "):
+        parse_site(CONFIGS / "example-tcpxo.yaml", data)
+    demo = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    demo["sim"]["faults"] = [{"kind": "net_plugin_missing", "node": "node1"}]
+    with pytest.raises(SiteConfigError, match=r"sim\.faults\[0\]\.kind: expected a fault of a efa or"):
+        parse_site(CONFIGS / "demo.yaml", demo)

@@ -403,3 +403,18 @@ def test_a_step_that_failed_at_init_still_convicts_its_pair_when_no_gating_findi
     launch = next(v for v in verdicts if v.check == "nccl.launch")
     assert launch.message == "exit code 5; failed: .. vm pid 1187: Test failure common.cu:1454"
     assert [r["failed"] for r in rows] == ["fail"] and rows[0]["slow"] is True
+
+
+def test_output_of_nothing_but_nccls_own_lines_ending_in_a_warn_is_a_failed_run() -> None:
+    """A process that died in NCCL's init before nccl-tests' buffered stdout was flushed leaves only NCCL's
+    lines (NCCL flushes each): the first WARN is the failure, whatever its location's form (NCCL's
+    file:line, a plugin's __PRETTY_FUNCTION__:line) or a launcher's prefix; nothing at all is refused."""
+    ib = "n1:9:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+    ib += "n1:9:9 [0] net.cc:626 NCCL WARN Error: network X not found.\n"
+    assert parse(ib).failure == "NCCL WARN Error: network X not found."
+    tagged = (
+        "0: n1:9:9 [0] tcpxResult_t tcpxInit(tcpxDebugLogger_t):675 NCCL WARN NET/GPUDirectTCPX register x\n"
+    )
+    assert parse(tagged).failure == "NCCL WARN NET/GPUDirectTCPX register x"
+    with pytest.raises(ParseError):
+        parse("n1:9:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nsomething else\n")
