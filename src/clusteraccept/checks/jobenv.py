@@ -14,6 +14,14 @@ from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 ANY = "*"  # a required variable's value where any value will do (set, not empty)
 
 
+def read(ne: NodeEvidence) -> dict[str, str] | None:
+    """The job's environment as the probe read it (only the names asked for), None where it was not read."""
+    item = ne.file(ENVIRON)
+    if item is None or not item[0].ok:
+        return None
+    return dict(line.split("=", 1) for line in item[0].stdout.splitlines() if "=" in line)
+
+
 def verdict(
     check: str,
     family: str,
@@ -28,11 +36,10 @@ def verdict(
     settings they are; ``hint``: who gives them, as a failure says it."""
     if not wanted:
         return skip(check, family, node, f"the node type's {check} names no variable")
-    item = ne.file(ENVIRON)
-    if item is None or not item[0].ok:
+    got = read(ne)
+    path = ne.archived(ENVIRON)
+    if got is None or path is None:
         return error(check, family, node, f"{node}: the job's environment was not read")
-    ev, path = item
-    got = dict(line.split("=", 1) for line in ev.stdout.splitlines() if "=" in line)
     unset = [k for k, v in wanted if k not in got or (v == ANY and not got[k])]
     other = [f"{k}={got[k]} (expected {v})" for k, v in wanted if k in got and got[k] != v and v != ANY]
     bad = ([f"unset: {', '.join(unset)}"] if unset else []) + other

@@ -29,7 +29,6 @@ from typing import Any
 
 from clusteraccept.checks import jobenv, libfabric, netdev
 from clusteraccept.checks.hostfacts import NodeEvidence, failure
-from clusteraccept.hostio import ENVIRON
 from clusteraccept.judge.verdicts import Verdict, error, expect, skip
 from clusteraccept.probes.tcpx import (
     JOB_NODES,
@@ -88,17 +87,10 @@ def _devices(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     return expect(check, FAMILY, node, not problems, f"{node}: {msg}", evidence=paths)
 
 
-def _job_env(ne: NodeEvidence) -> dict[str, str] | None:
-    item = ne.file(ENVIRON)
-    if item is None or not item[0].ok:
-        return None
-    return dict(line.split("=", 1) for line in item[0].stdout.splitlines() if "=" in line)
-
-
 def _rxdm(site: Site, node: str, ne: NodeEvidence) -> Verdict:
     check = "tcpx.rxdm"
     nt = site.node_type(node)
-    env = _job_env(ne)
+    env = jobenv.read(ne)
     if env is not None and env.get(JOB_NODES) == "1":
         why = f"{node}: the probe job ran on one node, and slurm-gcp's prolog starts no RxDM for such a job"
         return skip(check, FAMILY, node, why)
