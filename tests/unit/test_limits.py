@@ -344,3 +344,44 @@ def test_a_partial_block_is_named_with_the_nodes_it_has() -> None:
 def test_probe_jobs_split_by_base_block_in_node_order() -> None:
     nodes = ("node3", "node1", "node4", "node2", "other")
     assert limits.block_parts(nodes, UNITS) == [("node1", "node2"), ("node3", "node4"), ("other",)]
+
+
+def test_sigterm_inside_a_job_poll_cancels_the_run(tmp_path: Path) -> None:
+    """A SIGTERM that lands while submitit's done() asks Slurm (where the wait spends its time) interrupts
+    the run: it is not taken for one of sacct's lags, which the poll guards as "not done yet"."""
+    import os
+    import signal
+
+    from clusteraccept.jobs import submit
+
+    class Polled:
+        job_id = "7"
+        cancelled = False
+        polls = 0
+
+        def done(self, force_check: bool = False) -> bool:
+            Polled.polls += 1
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered here: the handler raises inside done()
+            return False
+
+        def cancel(self, check: bool = False) -> None:
+            Polled.cancelled = True
+
+        def result(self) -> list[Any]:
+            raise OSError("no result: cancelled")
+
+        @property
+        def state(self) -> str:
+            return "CANCELLED"
+
+    site = make_site(4, 2)
+    layer = submit.JobLayer(site, tmp_path, executor="local")
+    step = "sendrecv:n001-n002:rail0"
+    layer._pending.append(submit._Pending("campaign-b0", Polled(), (step,), "campaign", 60.0))
+    before = signal.getsignal(signal.SIGTERM)
+    (outcome,) = layer.wait(poll_s=0.01)
+    assert layer.interrupted == "SIGTERM" and Polled.cancelled
+    assert Polled.polls == 1  # the first signal ended the wait (swallowed, the poll went on until --time)
+    assert outcome.state == "CANCELLED" and outcome.missing == (step,)
+    assert "interrupted (SIGTERM)" in outcome.message
+    assert signal.getsignal(signal.SIGTERM) == before

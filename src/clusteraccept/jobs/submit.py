@@ -599,8 +599,13 @@ class JobLayer:
         return JobOutcome(p.name, job_id, state, tuple(evidence), missing, msg)
 
 
-class Interrupted(Exception):
-    """SIGTERM while the run waits for its jobs (SIGINT is Python's KeyboardInterrupt)."""
+class Interrupted(BaseException):
+    """SIGTERM while the run waits for its jobs (SIGINT is Python's KeyboardInterrupt).
+
+    A BaseException, as KeyboardInterrupt is: the handler raises it wherever the wait loop is, mostly inside
+    submitit's ``job.done()`` and its sacct call, which ``_job_done`` guards with ``except Exception``
+    (submitit raises various errors while sacct lags). Derived from Exception it was swallowed there as
+    "not done yet", and the run went on to its end, exit 0, with the signal lost (seen in CI)."""
 
 
 @contextlib.contextmanager
