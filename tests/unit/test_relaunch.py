@@ -11,7 +11,14 @@ import pytest
 
 from clusteraccept.jobs.node_entry import drive_campaign
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import CONTROLLER_WAIT_S, DRIVER_MARGIN_S, RELAUNCH_WAVES, Limits, job_seconds
+from clusteraccept.plan.limits import (
+    CONTROLLER_WAIT_S,
+    DRIVER_MARGIN_S,
+    RELAUNCH_WAVES,
+    STEPS_SETTLE_S,
+    Limits,
+    job_seconds,
+)
 
 LAUNCH = "echo 'CLUSTERACCEPT-LAUNCH {}'"
 
@@ -61,7 +68,7 @@ def test_one_relaunch_wave_per_job_and_its_time_is_counted(tmp_path: Path) -> No
     one_round = _job((_step("a-b:rail0", always),))
     two_rounds = _job((_step("a-b:rail0", always),), (_step("a-b:rail1", always),))
     assert job_seconds(two_rounds, limits, False) - job_seconds(one_round, limits, False) == 100
-    relaunch = 100 + CONTROLLER_WAIT_S  # the wait for an unreachable controller, then the wave
+    relaunch = 100 + CONTROLLER_WAIT_S + STEPS_SETTLE_S  # the controller back, its steps ended, the wave
     assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + relaunch + DRIVER_MARGIN_S
 
 
@@ -148,6 +155,39 @@ def test_the_relaunch_waits_for_the_controller_a_bounded_time(
         ev.meta["relaunched"],
     )
     assert 2 <= len(fake_slurm.calls) <= 3  # every 2 s, for at most 3 s
+
+
+def test_the_relaunch_waits_until_the_controller_has_ended_the_jobs_earlier_steps(
+    tmp_path: Path, fake_slurm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted slurmctld holds the CPUs of a step that ended while it was down until that step's
+    slurmstepd retries its completion (every 60 s); a step created before then pends, and may pend past its
+    timeout (plan/limits.STEPS_SETTLE_S). The relaunch waits until squeue lists no step of the job but the
+    driver's own and Slurm's; bounded: then it relaunches anyway and says so."""
+    from clusteraccept.jobs import node_entry
+
+    monkeypatch.setenv("SLURM_JOB_ID", "25")
+    monkeypatch.setenv("SLURM_STEP_ID", "0")
+    fake_slurm.answer("scontrol", "Slurmctld(primary) at ctl is UP\n")
+    fake_slurm.answer("squeue", "25.0\n25.batch\n25.extern\n")  # the driver's own step and Slurm's
+    marker = tmp_path / "m"
+    refused = "srun: error: Unable to confirm allocation for job 25: Unable to contact slurm controller"
+    script = f"if [ -e {marker} ]; then {LAUNCH}; exit 0; fi; touch {marker}; echo '{refused}' >&2; exit 1"
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", script),)), 10.0)
+    assert ev.returncode == 0 and ev.meta["relaunched"].endswith("; slurmctld answered after 0 s")
+    assert [a for a, _ in fake_slurm.calls] == [
+        ("scontrol", "ping"),
+        ("squeue", "-h", "-s", "-j", "25", "-o", "%i"),
+    ]
+
+    monkeypatch.setattr(node_entry, "STEPS_SETTLE_S", 3)
+    fake_slurm.answer("squeue", "25.0\n25.3\n25.batch\n")  # step 3 ended while slurmctld was down
+    marker.unlink()
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", script),)), 10.0)
+    assert ev.returncode == 0
+    said = ev.meta["relaunched"]
+    assert re.search(r"; steps still listed after [23] s \(25\.3\); relaunched anyway$", said), said
+    assert 2 <= sum(a[0] == "squeue" for a, _ in fake_slurm.calls) - 1 <= 3  # every 2 s, for at most 3 s
 
 
 def test_a_multi_node_step_is_launched_with_its_own_nodes_as_slurm_job_nodelist() -> None:

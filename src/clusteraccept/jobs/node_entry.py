@@ -10,10 +10,11 @@ Seen on Slurm 24.11's mpi/pmix_v5 with 16 concurrent --overlap pair steps in one
 steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry limit" in slurmd's log).
 A step that failed before any rank printed its launch record never ran its program: srun could not
 create it (a slurmctld restart longer than MessageTimeout: srun retries the connection that long, then
-"Unable to contact slurm controller"). Such steps are launched once more, at the end of their wave; one
-such relaunch wave per job, which plan/limits.job_seconds counts in the job's --time. The first attempt
-stays in the evidence (``meta["relaunched"]``). A step that printed anything and then hung or failed is a
-measurement and is not rerun.
+"Unable to contact slurm controller"). Such steps are launched once more, at the end of their wave, once
+the controller answers and lists no earlier step of the job still running (plan/limits.STEPS_SETTLE_S says
+why); one such relaunch wave per job, which plan/limits.job_seconds counts in the job's --time. The first
+attempt stays in the evidence (``meta["relaunched"]``). A step that printed anything and then hung or
+failed is a measurement and is not rerun.
 
 SIGTERM to the driver means Slurm is ending its job (scancel, the job's --time, a preemption: "each task
 in each job step is sent SIGTERM followed by SIGKILL", KillWait apart). submitit's own handler only logs
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import threading
 import time
@@ -41,7 +43,7 @@ from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
 from clusteraccept.parsers.launch_record import benchmark_began, launched
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import CONTROLLER_WAIT_S, RELAUNCH_WAVES, waves
+from clusteraccept.plan.limits import CONTROLLER_WAIT_S, RELAUNCH_WAVES, STEPS_SETTLE_S, waves
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -231,6 +233,31 @@ def _controller_back(timeout_s: float, stop: Callable[[], bool], poll_s: float =
         time.sleep(poll_s)
 
 
+# Steps of a job that are not launched by the driver (squeue -s lists them as JOBID.batch etc.)
+_NOT_OURS = ("batch", "extern", "interactive")
+
+
+def _steps_ended(timeout_s: float, stop: Callable[[], bool], poll_s: float = 2.0) -> str:
+    """Wait (at most ``timeout_s``) until slurmctld lists no step of this job but the driver's own and
+    Slurm's (``squeue -h -s -j JOBID -o %i``: one JOBID.STEPID a line); what happened, "" when nothing was
+    left to wait for or this is no Slurm job."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return ""
+    own = {*_NOT_OURS, os.environ.get("SLURM_STEP_ID") or "batch"}
+    t0 = time.monotonic()
+    while True:
+        ev = hostio.run(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"], timeout_s=30, source="squeue-steps")
+        left = [s for s in ev.stdout.split() if s.partition(".")[2] not in own] if ev.ok else ["?"]
+        waited = time.monotonic() - t0
+        if not left:
+            return f"its earlier steps ended after {waited:.0f} s" if waited >= poll_s else ""
+        if waited + poll_s > timeout_s or stop():
+            said = ", ".join(left[:4]) if ev.ok else (ev.stderr.strip().splitlines() or ["no output"])[0]
+            return f"steps still listed after {waited:.0f} s ({said[:120]}); relaunched anyway"
+        time.sleep(poll_s)
+
+
 def _relaunch(
     wave: tuple[Step, ...],
     evs: list[Evidence],
@@ -242,10 +269,13 @@ def _relaunch(
     stop: Callable[[], bool],
 ) -> list[Evidence]:
     """``evs`` with the steps at ``hung`` (they never started) run once more (one wave, at once). When srun
-    could not create some of them, first wait for the controller (a slurmctld restart)."""
+    could not create some of them, first wait for the controller (a slurmctld restart); then for the
+    controller to have ended the job's earlier steps, whose CPUs the relaunch needs (STEPS_SETTLE_S)."""
     waited = ""
     if not local and any(evs[i].returncode is not None for i in hung):
         waited = "; " + _controller_back(CONTROLLER_WAIT_S, stop)
+    if not local and (settled := _steps_ended(STEPS_SETTLE_S, stop)):
+        waited += "; " + settled
     again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s, stop)
     out = list(evs)
     for i, ev in zip(hung, again, strict=True):
@@ -281,8 +311,6 @@ def _snapshot(
     rails_file = spool / "meta" / "node-rails.json"  # not a step result: not beside them
     out: list[Evidence] = []
     if local:  # every node is this machine: one snapshot per simulated node, in turn
-        import os
-
         was = os.environ.get("CLUSTERACCEPT_HOSTNAME")
         for node in job.nodes:
             os.environ["CLUSTERACCEPT_HOSTNAME"] = node

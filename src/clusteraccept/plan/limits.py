@@ -53,6 +53,13 @@ RELAUNCH_WAVES = 1
 # Before such a wave the driver waits this long at most for an unreachable slurmctld to answer again (a
 # restart of a large controller recovers its state for tens of seconds; srun gives up after MessageTimeout).
 CONTROLLER_WAIT_S = 60
+# ...then this long at most for the controller to have ended the job's earlier steps. A step that ended while
+# slurmctld was down still holds its CPUs in the restarted controller until its slurmstepd's completion
+# message gets through, and slurmstepd retries that every 60 s (src/slurmd/slurmstepd/mgr.c,
+# _one_step_complete_msg: "sleep(60)"); a step created before then pends, and an srun whose wake-up
+# (SRUN_STEP_SIGNAL) is lost retries only after MIN(300, MAX(60, SlurmctldTimeout)) s (src/srun/launch.c),
+# past the step's timeout (seen in CI: eight relaunched steps "hung at launch" 120 s).
+STEPS_SETTLE_S = 90
 PROBE_TIME_MIN = 30  # the probe job: ~30 commands per node, each bounded by 60 s, run in turn
 
 
@@ -211,7 +218,7 @@ def job_seconds(job: CampaignJob, limits: Limits, snapshots: bool) -> float:
     total = sum(
         _wave_s(len(w), limits) for r in job.rounds for w in waves(r.steps, limits.max_concurrent_steps)
     )
-    total += RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S)
+    total += RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S + STEPS_SETTLE_S)
     return total + (len(job.rounds) + 1) * SNAPSHOT_S * snapshots + DRIVER_MARGIN_S
 
 

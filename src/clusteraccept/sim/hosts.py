@@ -103,8 +103,10 @@ def _fill_profile(d: Path, parts: list[Part]) -> None:
             # relative, as sysfs's own links are: the profile is built beside its place and moved in
             link.symlink_to(os.path.relpath(fs / dest.lstrip("/"), link.parent))
     # The launcher really runs on a simulated node (it starts the simulated nccl-tests of the site), and
-    # so does the campaign driver's controller check (jobs/node_entry._controller_back): the node is real.
-    index += [{"match": pattern, "passthrough": True} for pattern in ("srun *", "env *", "scontrol ping")]
+    # so do the campaign driver's questions to the controller before a relaunch (jobs/node_entry
+    # _controller_back, _steps_ended): the node is real.
+    real = ("srun *", "env *", "scontrol ping", "squeue -h -s -j * -o %i")
+    index += [{"match": pattern, "passthrough": True} for pattern in real]
     (d / "commands.json").write_text(json.dumps(index, indent=1))
     if traffic:
         (d / "traffic.json").write_text(json.dumps(traffic, indent=1))
