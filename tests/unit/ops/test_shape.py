@@ -1,0 +1,61 @@
+"""Node shapes and deviations (ops/shape.py) on the demo's simulated hosts: the node type ``init`` derives is
+the one site-configs/demo.yaml writes by hand, and the deviations are exactly the demo's injected faults that
+change a node's shape (the NIC on the wrong NUMA node, the x8 GPU link); peermem and ACS are node state, left
+to the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusteraccept import flow
+from clusteraccept.checks.hostfacts import by_node
+from clusteraccept.jobs import node_entry
+from clusteraccept.ops.shape import Deviation, NodeShape, deviations, majority, node_types, shape
+from clusteraccept.render import REPO_ROOT
+from clusteraccept.sim.hosts import build_profiles
+from clusteraccept.site.load import load_site
+
+
+@pytest.fixture(scope="module")
+def demo_shapes(tmp_path_factory: pytest.TempPathFactory) -> list[NodeShape]:
+    site = load_site("demo", REPO_ROOT / "site-configs")
+    hosts = tmp_path_factory.mktemp("init") / "hosts"
+    build_profiles(site, hosts)
+    evidence = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CLUSTERACCEPT_HOST_PROFILE", str(hosts))
+        for node in site.nodes:
+            mp.setenv("CLUSTERACCEPT_HOSTNAME", node)
+            collected = node_entry.collect_node(("topology",), flow.probe_options(site))
+            evidence += [(ev, "") for ev in collected if ev.meta["check"] == "topology"]  # as archived
+    return [shape(node, ne) for node, ne in sorted(by_node(evidence).items())]
+
+
+def test_the_demo_is_one_node_type_with_the_rail_map_written_by_hand(demo_shapes: list[NodeShape]) -> None:
+    site = load_site("demo", REPO_ROOT / "site-configs")
+    ((kind, shapes),) = node_types(demo_shapes).items()
+    assert kind == ("8x NVIDIA H100 80GB HBM3", "8x InfiniBand")
+    assert tuple(s.node for s in shapes) == tuple(site.nodes)
+    common = majority(shapes)
+    (nt,) = site.node_types
+    assert {k: v for k, v in common.items() if k.startswith("rail.")} == {
+        f"rail.gpu{r.gpu}": f"{r.hca} port {r.port}" for r in nt.rails
+    }
+    assert {common[f"{r.hca}.rate_Gbps"] for r in nt.rails} == {"400"}
+    assert not any(s.problems for s in shapes)
+
+
+def test_the_deviations_are_the_faults_that_change_a_nodes_shape(demo_shapes: list[NodeShape]) -> None:
+    ((_, shapes),) = node_types(demo_shapes).items()
+    found = deviations("h100", shapes)
+    assert {(d.node, d.field) for d in found} == {
+        ("node1", "gpu6.pcie"),  # pcie_x8 {node1, gpu6}
+        ("node2", "mlx5_3.numa"),  # nic_wrong_numa {node2, gpu3}: GPU3's NIC on the other socket
+        ("node2", "rail.gpu3"),  # ... so it is no longer behind GPU3's switch
+    }, found
+    x8 = next(d for d in found if d.field == "gpu6.pcie")
+    assert x8 == Deviation("node1", "h100", "gpu6.pcie", x8.majority, x8.value)
+    assert x8.value.startswith("x8 ") and x8.majority.startswith("x16 ")
+    rail = next(d for d in found if d.field == "rail.gpu3")
+    assert rail.majority == "mlx5_3 port 1"
+    assert rail.value.startswith("none: GPU3: no NIC behind its PCIe switch (the closest, ")
