@@ -212,13 +212,18 @@ def _wave_s(n_steps: int, limits: Limits) -> float:
     return limits.step_timeout_s + (n_steps / limits.step_rate_per_s if limits.step_rate_per_s else 0.0)
 
 
+def _relaunch_s(limits: Limits) -> float:
+    """The relaunch of steps that never started: one step timeout per relaunch wave, after waiting for the
+    controller and for the job's earlier steps to end."""
+    return RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S + STEPS_SETTLE_S)
+
+
 def job_seconds(job: CampaignJob, limits: Limits, snapshots: bool) -> float:
-    """The worst case of ``job``: every step running to its bound, and the relaunch of steps that never
-    started (one step timeout per relaunch wave, after waiting for the controller)."""
+    """The worst case of ``job``: every step running to its bound, and the relaunch (:func:`_relaunch_s`)."""
     total = sum(
         _wave_s(len(w), limits) for r in job.rounds for w in waves(r.steps, limits.max_concurrent_steps)
     )
-    total += RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S + STEPS_SETTLE_S)
+    total += _relaunch_s(limits)
     return total + (len(job.rounds) + 1) * SNAPSHOT_S * snapshots + DRIVER_MARGIN_S
 
 
@@ -276,7 +281,8 @@ def _shard(
     job: CampaignJob, limits: Limits, snaps: bool, cap_s: float | None, site_file: str
 ) -> list[CampaignJob]:
     """``job`` cut at wave boundaries into consecutive jobs within the step limit and the time cap."""
-    fixed_s = float(SNAPSHOT_S * snaps + DRIVER_MARGIN_S)  # the first snapshot and the margin
+    # the first snapshot, the relaunch (job_seconds counts it in every job) and the margin
+    fixed_s = float(SNAPSHOT_S * snaps + DRIVER_MARGIN_S) + _relaunch_s(limits)
     max_steps = limits.max_steps_per_job
     if job_steps(job, snaps) <= max_steps and (cap_s is None or job_seconds(job, limits, snaps) <= cap_s):
         return [job]
@@ -313,7 +319,7 @@ def _shard(
                     site_file,
                     "slurm.time_limit_min",
                     f"room for one wave of {job.name} ({math.ceil((used_s + cost_s) / 60)} min: "
-                    "step_timeout_s, the counter snapshots and the driver's margin)",
+                    "step_timeout_s, the counter snapshots, a relaunch wave and the driver's margin)",
                     str(limits.time_limit_min),
                 )
             taken.extend(wave)
