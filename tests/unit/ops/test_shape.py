@@ -5,7 +5,10 @@ to the run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from clusteraccept import flow
 from clusteraccept.checks.hostfacts import by_node
@@ -13,7 +16,7 @@ from clusteraccept.jobs import node_entry
 from clusteraccept.ops.shape import Deviation, NodeShape, deviations, majority, node_types, shape
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.sim.hosts import build_profiles
-from clusteraccept.site.load import load_site
+from clusteraccept.site.load import load_site, parse_site
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +62,36 @@ def test_the_deviations_are_the_faults_that_change_a_nodes_shape(demo_shapes: li
     rail = next(d for d in found if d.field == "rail.gpu3")
     assert rail.majority == "mlx5_3 port 1"
     assert rail.value.startswith("none: GPU3: no NIC behind its PCIe switch (the closest, ")
+
+
+def test_the_site_file_written_from_the_demo_loads_and_has_demo_yamls_node_type(
+    demo_shapes: list[NodeShape], tmp_path: Path
+) -> None:
+    """ops/sitefile: the text validates with the project's own loader; its node type is the hand-written one
+    (GPUs, model, link layer, every rail's hca, port and rate); the deviations are the file beside it."""
+    from clusteraccept.ops.sitefile import deviation_table, drafts, render
+
+    types = drafts(demo_shapes)
+    text = render("demo-init", "gpu", types, "reports/demo-init/init-1")
+    written = parse_site(tmp_path / "demo-init.yaml", yaml.safe_load(text))
+    demo = load_site("demo", REPO_ROOT / "site-configs")
+    ((got,), (want,)) = written.node_types, demo.node_types
+    assert (got.name, got.gpus, got.gpu_model, got.link_layer, got.numa_expected) == (
+        "h100",
+        want.gpus,
+        want.gpu_model,
+        want.link_layer,
+        True,
+    )
+    assert [(r.gpu, r.hca, r.port, r.rate_Gbps) for r in got.rails] == [
+        (r.gpu, r.hca, r.port, r.rate_Gbps) for r in want.rails
+    ]
+    assert written.nodes == demo.nodes
+    assert "    # 3 deviation(s) from this type's majority: the .deviations.txt\n" in text
+    table = deviation_table(types).splitlines()
+    assert table[0].split() == ["node", "node", "type", "field", "majority", "its", "value"]
+    assert [line.split()[:3] for line in table[1:]] == [
+        ["node1", "h100", "gpu6.pcie"],
+        ["node2", "h100", "mlx5_3.numa"],
+        ["node2", "h100", "rail.gpu3"],
+    ]

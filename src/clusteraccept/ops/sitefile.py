@@ -1,0 +1,154 @@
+"""The site file ``init`` writes (issue 23): node types from the nodes' shapes (ops/shape.py), commented with
+where each value came from, the questions the user must decide and the nodes that deviate.
+
+Pure: shapes in, YAML text out. What the text holds is what the topology evidence decides: node types, GPU
+count and model, link layer, the rail map (hca, port, rate), ``numa_expected``. No baselines (the first run
+judges against peers and the line rate, then ``--propose-baselines``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import hostlist
+
+from clusteraccept.ops.railmap import DerivedRail
+from clusteraccept.ops.shape import ABSENT, Deviation, NodeShape, deviations, majority, node_types
+
+
+@dataclass(frozen=True)
+class NodeTypeDraft:
+    name: str
+    shapes: tuple[NodeShape, ...]
+    rails: tuple[DerivedRail, ...]  # the majority's rail map (a node whose rail fields all agree with it)
+    questions: tuple[str, ...]
+    unused: tuple[str, ...]
+    deviations: tuple[Deviation, ...]
+    numa_expected: bool
+
+    @property
+    def gpus(self) -> int:
+        return int(self.shapes[0].kind[0].split("x ", 1)[0])
+
+    @property
+    def gpu_model(self) -> str:
+        return self.shapes[0].kind[0].split("x ", 1)[1]
+
+
+def _type_name(model: str, taken: set[str]) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``h100``: the first word with a digit after the vendor; unique."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", model) if w and w.upper() not in ("NVIDIA", "TESLA")]
+    base = next((w.lower() for w in words if re.search(r"[0-9]", w)), "gpu")
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _numa_expected(shape: NodeShape, rails: Sequence[DerivedRail]) -> bool:
+    """True where every rail's GPU and NIC report one NUMA node each and they agree (a VM's GPUs without NUMA
+    information, or a numa=off kernel, cannot be judged on it)."""
+    pairs = [(shape.fields.get(f"gpu{r.gpu}.numa"), shape.fields.get(f"{r.hca}.numa")) for r in rails]
+    return bool(pairs) and all(g == n and g not in (None, ABSENT) for g, n in pairs)
+
+
+def drafts(shapes: Sequence[NodeShape]) -> list[NodeTypeDraft]:
+    """One draft per node type (kind), the largest first."""
+    out: list[NodeTypeDraft] = []
+    taken: set[str] = set()
+    for kind, members in node_types(shapes).items():
+        name = _type_name(kind[0].split("x ", 1)[1], taken)
+        common = majority(members)
+        rails_agree = [
+            s
+            for s in members
+            if all(s.fields.get(f) == v for f, v in common.items() if f.startswith("rail."))
+        ]
+        rep = (rails_agree or members)[0]
+        rm = rep.rail_map
+        out.append(
+            NodeTypeDraft(
+                name=name,
+                shapes=tuple(members),
+                rails=rm.rails if rm else (),
+                questions=rm.questions if rm else ("nvidia-smi topo -m could not be read: no rail map",),
+                unused=rm.unused if rm else (),
+                deviations=tuple(deviations(name, members)),
+                numa_expected=_numa_expected(rep, rm.rails if rm else ()),
+            )
+        )
+    return out
+
+
+def _rate(shapes: Sequence[NodeShape], hca: str) -> str | None:
+    rates = Counter(s.fields.get(f"{hca}.rate_Gbps", ABSENT) for s in shapes)
+    rate = rates.most_common(1)[0][0] if rates else ABSENT
+    return None if rate == ABSENT else rate
+
+
+def render(name: str, partition: str | None, types: Sequence[NodeTypeDraft], source: str) -> str:
+    """The site file's text. ``source``: where the evidence is (the init run's directory)."""
+    all_nodes = [s.node for t in types for s in t.shapes]
+    lines = [
+        f"# Written by `python -m clusteraccept init` from the topology evidence of {len(all_nodes)} node(s)",
+        f"# ({source}). Read every '# decide:' line before the first run; no baselines yet: the first run",
+        "# judges against peers and the line rate, then `pytest suites/ --propose-baselines`.",
+        f"name: {name}",
+        "slurm:",
+        "  executor: slurm",
+    ]
+    if partition:
+        lines.append(f"  partition: {partition}")
+    lines += [f'nodes: "{hostlist.collect_hostlist(all_nodes)}"', "node_types:"]
+    for t in types:
+        nodes = [s.node for s in t.shapes]
+        lines.append(f"  {t.name}:  # {len(nodes)} node(s); {', '.join(t.shapes[0].kind)}")
+        if len(types) > 1:
+            lines.append(f'    nodes: "{hostlist.collect_hostlist(nodes)}"')
+        lines += [f"    gpus: {t.gpus}", f'    gpu_model: "{t.gpu_model}"']
+        layers = Counter(r.link_layer for r in t.rails if r.link_layer)
+        if layers:
+            lines.append(f"    link_layer: {layers.most_common(1)[0][0]}")
+            if len(layers) > 1:
+                lines.append(f"    # decide: the rails' link layers differ: {dict(layers)}")
+        lines.append(
+            f"    numa_expected: {'true' if t.numa_expected else 'false'}"
+            + (
+                ""
+                if t.numa_expected
+                else "  # GPU and NIC NUMA nodes are not both known and equal on every rail"
+            )
+        )
+        if t.rails:
+            lines.append("    rails:  # GPU k -> the NIC behind its PCIe switch (nvidia-smi topo -m)")
+        for r in t.rails:
+            keys = [f"hca: {r.hca}"] + ([f"port: {r.port}"] if r.port != 1 else [])
+            keys += [f"netdev: {r.netdev}"] if r.netdev else []
+            rate = _rate(t.shapes, r.hca)
+            keys += [f"rate_Gbps: {rate}"] if rate else []
+            shared = f"; shared with GPU{', GPU'.join(map(str, r.shared_with))}" if r.shared_with else ""
+            lines.append(f"      gpu{r.gpu}: {{{', '.join(keys)}}}  # {r.link}{shared}")
+        lines += [f"    # decide: {q}" for q in t.questions]
+        if t.unused:
+            lines.append(f"    # not rails (closest to no GPU: storage, management): {', '.join(t.unused)}")
+        if t.deviations:
+            lines.append(
+                f"    # {len(t.deviations)} deviation(s) from this type's majority: the .deviations.txt"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def deviation_table(types: Sequence[NodeTypeDraft]) -> str:
+    """node, field, majority, value: one line each, in node order, aligned (the terminal and the file)."""
+    rows = [("node", "node type", "field", "majority", "its value")]
+    rows += [(d.node, d.node_type, d.field, d.majority, d.value) for t in types for d in t.deviations]
+    if len(rows) == 1:
+        return "no node deviates from its node type's majority\n"
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, [*widths, 0], strict=True)).rstrip() + "\n" for r in rows
+    )
