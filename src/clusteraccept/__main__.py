@@ -4,6 +4,8 @@
     drain    --site X RUN_DIR [--apply]     drain what RUN_DIR convicted, undrain ours that pass (preview)
     undrain  --site X RUN_DIR [--apply]     only undrain nodes clusteraccept drained that RUN_DIR found clean
     attest   --site X [--due]               per node/link: last verifying run and until when it holds
+    init     --out site-configs/NAME.yaml (--partition P | --nodes HOSTLIST) [--sample N] [--dry-run]
+             a site file from the cluster itself: node types, rail maps, and the nodes that deviate
 
 The acceptance run itself is ``pytest suites/ --site X`` (see README.md).
 """
@@ -15,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from clusteraccept.errors import SiteConfigError, SubmitError
+from clusteraccept.errors import InitError, SiteConfigError, SubmitError
 from clusteraccept.render import REPO_ROOT
 from clusteraccept.site.load import load_site
 from clusteraccept.site.model import Site
@@ -74,6 +76,35 @@ def _attest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    from clusteraccept.ops.init import InitRequest, run
+
+    env = []
+    for item in args.env:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--env: expected KEY=VALUE, got {item!r}")
+        env.append((key, value))
+    req = InitRequest(
+        out=Path(args.out),
+        partition=args.partition,
+        nodes=args.nodes,
+        sample=args.sample,
+        account=args.account,
+        qos=args.qos,
+        reservation=args.reservation,
+        executor=args.executor,
+        dry_run=args.dry_run,
+        force=args.force,
+        reports_dir=Path(args.reports_dir),
+        slurm_conf=args.slurm_conf or os.environ.get("SLURM_CONF"),
+        bin_dir=args.bin_dir,
+        python=args.python,
+        env=tuple(env),
+    )
+    return run(req)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m clusteraccept", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -97,8 +128,26 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--site", required=True)
     a.add_argument("--reports-dir", default=None)
     a.add_argument("--due", action="store_true", help="list only what is due for re-verification")
+    i = sub.add_parser("init", help="write a site file from the cluster itself (node types, rail maps)")
+    i.add_argument("--out", required=True, help="the site file to write, e.g. site-configs/clusterA.yaml")
+    i.add_argument("--partition", help="probe this partition's nodes (sinfo)")
+    i.add_argument("--nodes", help="probe exactly these nodes (a hostlist: node[001-128])")
+    i.add_argument("--sample", type=int, help="probe N nodes per hostname pattern")
+    i.add_argument("--account")
+    i.add_argument("--qos")
+    i.add_argument("--reservation")
+    i.add_argument("--executor", choices=("slurm", "local"), default="slurm", help="local: this host")
+    i.add_argument("--slurm-conf", help="the cluster's slurm.conf (default: $SLURM_CONF)")
+    i.add_argument("--bin-dir", help="the cluster's Slurm clients, where not on PATH")
+    i.add_argument("--python", help="the nodes' python (a shared virtualenv)")
+    i.add_argument("--env", action="append", default=[], help="KEY=VALUE for the probe job (repeatable)")
+    i.add_argument("--reports-dir", default="reports", help="where the init run's evidence goes")
+    i.add_argument("--dry-run", action="store_true", help="write the probe job's script, submit nothing")
+    i.add_argument("--force", action="store_true", help="overwrite an existing site file")
     args = p.parse_args(argv)
     try:
+        if args.command == "init":
+            return _init(args)
         if args.command == "nightly":
             return _nightly(args)
         if args.command in ("drain", "undrain"):
@@ -106,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         return _attest(args)
     except (SiteConfigError, SubmitError, ValueError) as exc:
         print(f"{args.command}: {exc}", file=sys.stderr)
+        return 2
+    except InitError as exc:
+        print(exc, file=sys.stderr)
         return 2
 
 

@@ -33,6 +33,10 @@ class SubmitError(ClusterAcceptError):
     """Slurm (or submitit) refused or lost a job; carries Slurm's own message."""
 
 
+class InitError(ClusterAcceptError):
+    """``init`` refused its input in one line (a partition with no nodes, no node answered...)."""
+
+
 class ArchiveError(ClusterAcceptError):
     """The run directory could not be written (a full filesystem) or an archived bundle is cut off; the
     message is one line naming the path."""

@@ -8,12 +8,14 @@ judges against peers and the line rate, then ``--propose-baselines``).
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import hostlist
+import yaml
 
 from clusteraccept.ops.railmap import DerivedRail
 from clusteraccept.ops.shape import ABSENT, Deviation, NodeShape, deviations, majority, node_types
@@ -90,8 +92,9 @@ def _rate(shapes: Sequence[NodeShape], hca: str) -> str | None:
     return None if rate == ABSENT else rate
 
 
-def render(name: str, partition: str | None, types: Sequence[NodeTypeDraft], source: str) -> str:
-    """The site file's text. ``source``: where the evidence is (the init run's directory)."""
+def render(name: str, slurm: Mapping[str, str], types: Sequence[NodeTypeDraft], source: str) -> str:
+    """The site file's text. ``slurm``: its slurm section (executor, partition, access); ``source``: where
+    the evidence is (the init run's directory)."""
     all_nodes = [s.node for t in types for s in t.shapes]
     lines = [
         f"# Written by `python -m clusteraccept init` from the topology evidence of {len(all_nodes)} node(s)",
@@ -99,10 +102,8 @@ def render(name: str, partition: str | None, types: Sequence[NodeTypeDraft], sou
         "# judges against peers and the line rate, then `pytest suites/ --propose-baselines`.",
         f"name: {name}",
         "slurm:",
-        "  executor: slurm",
+        *(f"  {k}: {_scalar(v)}" for k, v in slurm.items()),
     ]
-    if partition:
-        lines.append(f"  partition: {partition}")
     lines += [f'nodes: "{hostlist.collect_hostlist(all_nodes)}"', "node_types:"]
     for t in types:
         nodes = [s.node for s in t.shapes]
@@ -140,6 +141,16 @@ def render(name: str, partition: str | None, types: Sequence[NodeTypeDraft], sou
                 f"    # {len(t.deviations)} deviation(s) from this type's majority: the .deviations.txt"
             )
     return "\n".join(lines) + "\n"
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar as the site file's readers expect it: plain where YAML reads it back as the same
+    string, else quoted (a path, a name YAML would read as a number or a boolean)."""
+    return (
+        value
+        if yaml.safe_load(value) == value and re.fullmatch(r"[A-Za-z0-9_.-]+", value)
+        else json.dumps(value)
+    )
 
 
 def deviation_table(types: Sequence[NodeTypeDraft]) -> str:

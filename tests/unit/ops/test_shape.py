@@ -72,7 +72,7 @@ def test_the_site_file_written_from_the_demo_loads_and_has_demo_yamls_node_type(
     from clusteraccept.ops.sitefile import deviation_table, drafts, render
 
     types = drafts(demo_shapes)
-    text = render("demo-init", "gpu", types, "reports/demo-init/init-1")
+    text = render("demo-init", {"executor": "slurm", "partition": "gpu"}, types, "reports/demo-init/init-1")
     written = parse_site(tmp_path / "demo-init.yaml", yaml.safe_load(text))
     demo = load_site("demo", REPO_ROOT / "site-configs")
     ((got,), (want,)) = written.node_types, demo.node_types
