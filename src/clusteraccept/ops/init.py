@@ -155,7 +155,7 @@ def shapes_of(
             continue
         s = shape(node, per[node])
         said += list(s.problems)
-        if s.kind[0].startswith("0x "):
+        if s.fields.get("gpus") == "0":
             said.append(f"init: {node}: expected GPUs, nvidia-smi listed none: left out of the node types")
         else:
             shapes.append(s)
@@ -197,8 +197,7 @@ def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
     (run_dir / f"{req.name}.yaml").write_text(text)
     (run_dir / f"{req.name}.deviations.txt").write_text(table)
     for t in types:
-        kind = ", ".join(t.shapes[0].kind)
-        say(f"init: node type {t.name}: {len(t.shapes)} node(s), {kind}, {len(t.rails)} rails")
+        say(f"init: node type {t.name}: {len(t.shapes)} node(s), {t.inventory}, {len(t.rails)} rails")
         for q in t.questions:
             say(f"init: decide ({t.name}): {q}")
     say(table.rstrip("\n"))

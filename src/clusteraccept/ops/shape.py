@@ -1,12 +1,14 @@
 """What a node is made of, as ``init`` (issue 23) reads it from the topology probe's evidence, and the nodes
 that differ from their type's majority: the first bring-up findings.
 
-A node's *kind* is what makes a node type (its GPU model and count, its RDMA NICs' link layers); its
-*fields* are what every node of a type must share and a site file fixes or the topology checks judge: the
-rail map (ops/railmap.py), each GPU's and NIC's NUMA node and PCIe link (width and speed, as trained), each
-NIC's link layer, rate and firmware. Node state that is not shape (peermem, ACS, IOMMU mode) is left to the
-run. A node whose kind differs is another node type (the hardware differs); a node whose fields differ from
-its type's majority is a deviation, never folded into a type of its own.
+A node's *kind* is what makes a node type: its GPU model and the models of its RDMA NICs with their link
+layers (ibstat's CA type: MT4129 is a ConnectX-7). Its *fields* are what every node of a type must share
+and a site file fixes or the topology checks judge: the GPU and NIC inventory (how many; a GPU fallen off the
+bus, a NIC not seen), the rail map (ops/railmap.py), each GPU's and NIC's NUMA node and PCIe link (width and
+speed, as trained), each NIC's rate and firmware. Node state that is not shape (peermem, ACS, IOMMU mode)
+is left to the run. A node whose kind differs is another node type (the hardware differs); a node whose
+fields differ from its type's majority is a deviation, never folded into a type of its own: a node with 7
+of its 8 GPUs is an 8-GPU node with a finding, not a 7-GPU type.
 
 Pure: NodeEvidence in (checks/hostfacts.py: the same reading the topology checks use), shapes out.
 """
@@ -28,7 +30,7 @@ ABSENT = "absent"  # a field a node does not report (a GPU or NIC fewer, an unre
 @dataclass(frozen=True)
 class NodeShape:
     node: str
-    kind: tuple[str, ...]  # ("8x NVIDIA H100 80GB HBM3", "8x InfiniBand"): what makes a node type
+    kind: tuple[str, ...]  # ("NVIDIA H100 80GB HBM3", "MT4129 InfiniBand"): what makes a node type
     fields: Mapping[str, str]  # "gpu3.numa" -> "0", "rail.gpu3" -> "mlx5_3 port 1", ...
     rail_map: RailMap | None  # None where nvidia-smi topo -m could not be read
     problems: tuple[str, ...]  # evidence that could not be read, one line each
@@ -58,8 +60,8 @@ def shape(node: str, ne: NodeEvidence) -> NodeShape:
     if addrs is None:
         problems.append(f"{node}: {why}")
     names = ne.gpu_names()
-    models = Counter(names.values())
-    model = models.most_common(1)[0][0] if models else "no GPU"
+    named = Counter(names.values())
+    model = named.most_common(1)[0][0] if named else "no GPU"
     for k, addr in sorted((addrs or {}).items()):
         dev = Pci(ne, f"{PCI_DEVICES}/{addr}")
         numa = dev.numa()
@@ -71,15 +73,19 @@ def shape(node: str, ne: NodeEvidence) -> NodeShape:
     if ib_err and ne.command("ibstat"):
         problems.append(f"{node}: {ib_err}")
     port_list = ports.ports() if ports else ()
+    ca_types = {ca.name: ca.ca_type for ca in ports.cas} if ports else {}
     hcas = ne.listing(IB_CLASS_DIR) or []
     layers: Counter[str] = Counter()
+    models: set[str] = set()
     for hca in sorted(hcas):
         dev = Pci(ne, f"{IB_CLASS_DIR}/{hca}/device")
         numa = dev.numa()
         fields[f"{hca}.numa"] = ABSENT if numa is None else str(numa)
         fields[f"{hca}.pcie"] = _pcie(dev)
         port = next((p for p in port_list if p.device == hca), None)
-        layers[(port.link_layer if port else None) or "unknown link layer"] += 1
+        layer = (port.link_layer if port else None) or "unknown link layer"
+        layers[layer] += 1
+        models.add(f"{ca_types.get(hca) or 'unknown NIC'} {layer}")
         fields[f"{hca}.rate_Gbps"] = f"{port.rate_Gbps:g}" if port and port.rate_Gbps else ABSENT
         fields[f"{hca}.firmware"] = (port.fw_version if port else None) or ABSENT
     topo, topo_err = parsed(nvidia_smi_topo.parse, "nvidia-smi topo -m", ne.command("nvidia-smi-topo"))
@@ -90,7 +96,9 @@ def shape(node: str, ne: NodeEvidence) -> NodeShape:
         fields[f"rail.gpu{r.gpu}"] = f"{r.hca} port {r.port}"
     for k in range(len(addrs or {})):
         fields.setdefault(f"rail.gpu{k}", "none: " + _question(rail_map, k))
-    kind = (f"{len(names)}x {model}", *(f"{n}x {layer}" for layer, n in sorted(layers.items())))
+    fields["gpus"] = str(len(names))
+    fields["nics"] = ", ".join(f"{n}x {layer}" for layer, n in sorted(layers.items())) or "none"
+    kind = (model, *sorted(models))
     return NodeShape(node, kind, fields, rail_map, tuple(problems))
 
 

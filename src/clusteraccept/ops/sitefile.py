@@ -33,11 +33,18 @@ class NodeTypeDraft:
 
     @property
     def gpus(self) -> int:
-        return int(self.shapes[0].kind[0].split("x ", 1)[0])
+        return int(majority(self.shapes)["gpus"])
 
     @property
     def gpu_model(self) -> str:
-        return self.shapes[0].kind[0].split("x ", 1)[1]
+        return self.shapes[0].kind[0]
+
+    @property
+    def inventory(self) -> str:
+        """The majority's: "8x NVIDIA H100 80GB HBM3, NICs: 8x InfiniBand (MT4129 InfiniBand)"."""
+        common = majority(self.shapes)
+        models = ", ".join(self.shapes[0].kind[1:])
+        return f"{common['gpus']}x {self.gpu_model}, NICs: {common['nics']} ({models})"
 
 
 def _type_name(model: str, taken: set[str]) -> str:
@@ -63,7 +70,7 @@ def drafts(shapes: Sequence[NodeShape]) -> list[NodeTypeDraft]:
     out: list[NodeTypeDraft] = []
     taken: set[str] = set()
     for kind, members in node_types(shapes).items():
-        name = _type_name(kind[0].split("x ", 1)[1], taken)
+        name = _type_name(kind[0], taken)
         common = majority(members)
         rails_agree = [
             s
@@ -107,7 +114,7 @@ def render(name: str, slurm: Mapping[str, str], types: Sequence[NodeTypeDraft], 
     lines += [f'nodes: "{hostlist.collect_hostlist(all_nodes)}"', "node_types:"]
     for t in types:
         nodes = [s.node for s in t.shapes]
-        lines.append(f"  {t.name}:  # {len(nodes)} node(s); {', '.join(t.shapes[0].kind)}")
+        lines.append(f"  {t.name}:  # {len(nodes)} node(s); {t.inventory}")
         if len(types) > 1:
             lines.append(f'    nodes: "{hostlist.collect_hostlist(nodes)}"')
         lines += [f"    gpus: {t.gpus}", f'    gpu_model: "{t.gpu_model}"']

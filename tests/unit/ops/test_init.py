@@ -50,7 +50,10 @@ def test_init_writes_a_site_the_loader_accepts_with_the_demos_node_type_and_devi
     assert [(r.gpu, r.hca, r.rate_Gbps) for r in got.rails] == [
         (r.gpu, r.hca, r.rate_Gbps) for r in want.rails
     ]
-    assert "init: node type h100: 4 node(s), 8x NVIDIA H100 80GB HBM3, 8x InfiniBand, 8 rails" in out
+    assert (
+        "init: node type h100: 4 node(s), 8x NVIDIA H100 80GB HBM3, NICs: 8x InfiniBand (MT4129 InfiniBand), "
+        "8 rails" in out
+    )
     beside = (tmp_path / "site" / "demo-init.deviations.txt").read_text().splitlines()
     assert [line.split()[:3] for line in beside[1:]] == [
         ["node1", "h100", "gpu6.pcie"], ["node2", "h100", "mlx5_3.numa"], ["node2", "h100", "rail.gpu3"]

@@ -5,6 +5,7 @@ to the run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 
 from clusteraccept import flow
 from clusteraccept.checks.hostfacts import by_node
+from clusteraccept.evidence import Evidence
 from clusteraccept.jobs import node_entry
 from clusteraccept.ops.shape import Deviation, NodeShape, deviations, majority, node_types, shape
 from clusteraccept.render import REPO_ROOT
@@ -20,7 +22,7 @@ from clusteraccept.site.load import load_site, parse_site
 
 
 @pytest.fixture(scope="module")
-def demo_shapes(tmp_path_factory: pytest.TempPathFactory) -> list[NodeShape]:
+def demo_evidence(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Evidence, str]]:
     site = load_site("demo", REPO_ROOT / "site-configs")
     hosts = tmp_path_factory.mktemp("init") / "hosts"
     build_profiles(site, hosts)
@@ -31,13 +33,22 @@ def demo_shapes(tmp_path_factory: pytest.TempPathFactory) -> list[NodeShape]:
             mp.setenv("CLUSTERACCEPT_HOSTNAME", node)
             collected = node_entry.collect_node(("topology",), flow.probe_options(site))
             evidence += [(ev, "") for ev in collected if ev.meta["check"] == "topology"]  # as archived
+    return evidence
+
+
+def _shapes(evidence: list[tuple[Evidence, str]]) -> list[NodeShape]:
     return [shape(node, ne) for node, ne in sorted(by_node(evidence).items())]
+
+
+@pytest.fixture(scope="module")
+def demo_shapes(demo_evidence: list[tuple[Evidence, str]]) -> list[NodeShape]:
+    return _shapes(demo_evidence)
 
 
 def test_the_demo_is_one_node_type_with_the_rail_map_written_by_hand(demo_shapes: list[NodeShape]) -> None:
     site = load_site("demo", REPO_ROOT / "site-configs")
     ((kind, shapes),) = node_types(demo_shapes).items()
-    assert kind == ("8x NVIDIA H100 80GB HBM3", "8x InfiniBand")
+    assert kind == ("NVIDIA H100 80GB HBM3", "MT4129 InfiniBand")
     assert tuple(s.node for s in shapes) == tuple(site.nodes)
     common = majority(shapes)
     (nt,) = site.node_types
@@ -95,3 +106,24 @@ def test_the_site_file_written_from_the_demo_loads_and_has_demo_yamls_node_type(
         ["node2", "h100", "mlx5_3.numa"],
         ["node2", "h100", "rail.gpu3"],
     ]
+
+
+def test_a_gpu_fallen_off_the_bus_and_a_nic_not_seen_are_deviations_not_a_node_type(
+    demo_evidence: list[tuple[Evidence, str]],
+) -> None:
+    """node3 as nvidia-smi and sysfs would show it with GPU7 gone from the bus and mlx5_7 not probed: still an
+    h100 node (its kind is its hardware's models), with the inventory and what hangs off it as deviations."""
+
+    def broken(ev: Evidence) -> Evidence:
+        if ev.host != "node3":
+            return ev
+        if ev.source == "nvidia-smi-query":
+            return replace(ev, stdout="".join(ev.stdout.splitlines(True)[:7]))
+        if ev.path == "/sys/class/infiniband":
+            return replace(ev, stdout="\n".join(n for n in ev.stdout.split() if n != "mlx5_7"))
+        return ev
+
+    ((_, shapes),) = node_types(_shapes([(broken(ev), ref) for ev, ref in demo_evidence])).items()
+    mine = {(d.field, d.majority, d.value) for d in deviations("h100", shapes) if d.node == "node3"}
+    assert {("gpus", "8", "7"), ("nics", "8x InfiniBand", "7x InfiniBand")} <= mine
+    assert {f for f, _, _ in mine} >= {"gpu7.numa", "gpu7.pcie", "mlx5_7.numa", "mlx5_7.rate_Gbps"}
