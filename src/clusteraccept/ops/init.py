@@ -108,7 +108,10 @@ def select_nodes(req: InitRequest) -> tuple[str, ...]:
 
 def bootstrap_site(req: InitRequest, nodes: Sequence[str]) -> Site:
     """The least site the probe job needs: its nodes, Slurm access and environment; no node type yet (one
-    placeholder: the topology probes read every GPU and RDMA device whatever the site says)."""
+    placeholder: the topology probes read every GPU and RDMA device whatever the site says). Its one GPU is
+    the job's --gpus-per-node=1; slurm.exclusive (the default) gives the job every GRES of its nodes
+    (sbatch(1) --exclusive: "allocated all CPUs and GRES"), so where cgroups hide unallocated GPUs the
+    probes still see them all."""
     data: dict[str, Any] = {
         "name": req.name,
         "slurm": _slurm_section(req),

@@ -120,3 +120,17 @@ def test_nodes_with_no_gpu_are_said_and_none_answering_is_one_line(
     assert "init: node9: expected GPUs, nvidia-smi listed none: left out of the node types" in captured.out
     assert captured.err.startswith("init: expected at least one node with GPUs to answer, got none of 1 (")
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_dry_run_writes_the_probe_jobs_script_and_submits_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["init", "--nodes", "gpu[01-04]", "--partition", "gpu", "--account", "acct", "--out"]
+    assert main([*argv, str(tmp_path / "c.yaml"), "--reports-dir", str(tmp_path / "r"), "--dry-run"]) == 0
+    (run,) = (tmp_path / "r" / "c").glob("init-*")
+    (script,) = (run / "jobs").glob("*.sbatch")
+    text = script.read_text()
+    assert "#SBATCH --nodelist='gpu[01-04]'" in text and "#SBATCH --exclusive" in text
+    assert "#SBATCH --account=acct" in text and "#SBATCH --partition=gpu" in text
+    assert not (run / "submitit").exists() and not (tmp_path / "c.yaml").exists()
+    assert "init: dry run: the probe job's script is in" in capsys.readouterr().out
