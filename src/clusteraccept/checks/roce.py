@@ -20,6 +20,7 @@ from clusteraccept.checks.roce_evidence import (
     Unavailable,
     file_outcome,
     optional_sysfs,
+    rails_of,
     read_qos,
     read_sysfs,
     tail,
@@ -282,16 +283,8 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
         if not evs:
             verdicts += _all(node, nt.rails, f"no RoCE evidence came back from {node}", error)
             continue
-        gids = [a for a in evs if a[0].meta.get("role") == "gids"]
         listing = next((ev for ev, _ in evs if ev.meta.get("role") == "netdevs"), None)
-        snaps = [a for a in evs if a[0].source == "counters"]  # one per node and snapshot, every rail
-        rails = []
-        for rail in nt.rails:
-            roles: dict[str, list[Archived]] = defaultdict(list, counters=snaps)
-            for ev, path in evs:
-                if ev.meta.get("hca") == rail.hca and ev.meta.get("port") == str(rail.port):
-                    roles[ev.meta.get("role", "")].append((ev, path))
-            rails.append(RailEvidence(node, rail, roles, gids))
+        rails = rails_of(node, nt.rails, evs)
         verdicts.append(_netdevs(node, rails, listing))
         for r in rails:
             subject = rail_subject(node, r.rail.index)

@@ -8,6 +8,7 @@ be judged on the rail: SKIP (it does not apply) or ERROR (evidence missing or un
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clusteraccept.errors import ParseError
@@ -72,6 +73,21 @@ class RailEvidence:
 
     def one(self, role: str) -> Archived | None:
         return next(iter(self.roles.get(role, [])), None)
+
+
+def rails_of(node: str, rails: Sequence[Rail], evs: Sequence[Archived]) -> list[RailEvidence]:
+    """``node``'s RoCE probe evidence per rail (by the hca and port the probe tagged it with); the node's
+    GID table and counter snapshots go with every rail."""
+    gids = [a for a in evs if a[0].meta.get("role") == "gids"]
+    snaps = [a for a in evs if a[0].source == "counters"]  # one per node and snapshot, every rail
+    out = []
+    for rail in rails:
+        roles: dict[str, list[Archived]] = defaultdict(list, counters=snaps)
+        for ev, path in evs:
+            if ev.meta.get("hca") == rail.hca and ev.meta.get("port") == str(rail.port):
+                roles[ev.meta.get("role", "")].append((ev, path))
+        out.append(RailEvidence(node, rail, roles, gids))
+    return out
 
 
 def read_qos(r: RailEvidence) -> Qos:

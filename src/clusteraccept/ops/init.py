@@ -16,7 +16,7 @@ import os
 import re
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from clusteraccept.errors import InitError, SiteConfigError, SubmitError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive_job
 from clusteraccept.ops.shape import NodeShape, shape
-from clusteraccept.ops.sitefile import deviation_table, drafts, render
+from clusteraccept.ops.sitefile import NodeTypeDraft, deviation_table, drafts, render
 from clusteraccept.rundir import new_run_id
 from clusteraccept.site.load import parse_site
 from clusteraccept.site.model import Site
@@ -123,8 +123,11 @@ def bootstrap_site(req: InitRequest, nodes: Sequence[str]) -> Site:
     return parse_site(req.out, data)
 
 
-def collect(req: InitRequest, site: Site, run_dir: Path) -> tuple[list[tuple[Evidence, str]], list[str]]:
-    """Run the probe job; its evidence as archived (before any parser reads it) and what went wrong."""
+def collect(
+    req: InitRequest, site: Site, run_dir: Path, family: str = FAMILY, nodes: Sequence[str] | None = None
+) -> tuple[list[tuple[Evidence, str]], list[str]]:
+    """Run the probe job of ``family`` (on ``nodes``, default every node of ``site``); its evidence as
+    archived (before any parser reads it) and what went wrong."""
     from clusteraccept import flow
     from clusteraccept.jobs.slurm_clients import export_client_env
     from clusteraccept.jobs.submit import JobLayer
@@ -133,17 +136,48 @@ def collect(req: InitRequest, site: Site, run_dir: Path) -> tuple[list[tuple[Evi
     export_client_env(site)
     if req.executor == "local":  # the submit host is the node: its probes read this environment
         os.environ.update(dict(req.env))
-    plan = make_plan(site, families=(FAMILY,), nccl=False)
+    plan = make_plan(site, families=(family,), nccl=False)
     layer = JobLayer(site, run_dir, dry_run=req.dry_run, executor=req.executor)
     for pj in plan.probe_jobs:
-        layer.submit_probes(pj, flow.probe_options(site))
+        pj = replace(pj, nodes=tuple(n for n in pj.nodes if nodes is None or n in nodes))
+        if pj.nodes:
+            layer.submit_probes(pj, flow.probe_options(site))
     archived: list[tuple[Evidence, str]] = []
     said: list[str] = []
     for o in layer.wait():
         archived += archive_job(run_dir, o.name, o.evidence)
         if o.missing or o.state not in ("COMPLETED", "DRY_RUN", "FINISHED", "DONE"):
             said.append(o.message)
-    return [(ev, ref) for ev, ref in archived if ev.meta.get("check") == FAMILY], said
+    return [(ev, ref) for ev, ref in archived if ev.meta.get("check") == family], said
+
+
+# Turns the roce probes on for the second job; its values are no expectation: the probes read every rail's
+# settings whatever the section says (probes/roce.py), and this section is not written.
+_PROBE_ROCE = {"lossless_priority": 3, "trust": "dscp", "roce_dscp": 26, "mtu": 4200}
+
+
+def roce_lines(req: InitRequest, text: str, types: Sequence[NodeTypeDraft], run_dir: Path) -> list[str]:
+    """The ``roce:`` section from a second probe job, the roce family's, on the nodes of the node types whose
+    rails are Ethernet (RoCE); [] where there is none."""
+    from clusteraccept.checks.roce_evidence import rails_of
+    from clusteraccept.ops.roceconf import observe, section_lines
+
+    nodes = [s.node for t in types if any(r.link_layer == "Ethernet" for r in t.rails) for s in t.shapes]
+    if not nodes:
+        return []
+    data = yaml.safe_load(text)
+    data.update({"roce": _PROBE_ROCE, **({"env": dict(req.env)} if req.env else {})})
+    probe_site = parse_site(req.out, data)
+    evidence, said = collect(req, probe_site, run_dir, "roce", nodes)
+    by_host: dict[str, list[tuple[Evidence, str]]] = {}
+    for ev, ref in evidence:
+        by_host.setdefault(ev.host, []).append((ev, ref))
+    rails = [
+        observe(r)
+        for node in nodes
+        for r in rails_of(node, probe_site.node_type(node).rails, by_host.get(node, []))
+    ]
+    return [f"# {line}" for line in said] + section_lines(rails)
 
 
 def shapes_of(
@@ -191,7 +225,8 @@ def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
     types = drafts(shapes)
     # the evidence's folder by its pattern: a second init that finds the same cluster writes the same file
     source = f"{req.reports_dir / req.name}/init-*"
-    text = render(req.name, _slurm_section(req), types, source) + _blocks(site)
+    text = render(req.name, _slurm_section(req), types, source, dict(req.env))
+    text += "".join(f"{line}\n" for line in roce_lines(req, text, types, run_dir)) + _blocks(site)
     try:  # the file must be one the suite accepts: a refusal is init's own bug, said as the loader says it
         parse_site(req.out, yaml.safe_load(text))
     except SiteConfigError as exc:

@@ -99,9 +99,15 @@ def _rate(shapes: Sequence[NodeShape], hca: str) -> str | None:
     return None if rate == ABSENT else rate
 
 
-def render(name: str, slurm: Mapping[str, str], types: Sequence[NodeTypeDraft], source: str) -> str:
+def render(
+    name: str,
+    slurm: Mapping[str, str],
+    types: Sequence[NodeTypeDraft],
+    source: str,
+    env: Mapping[str, str] | None = None,
+) -> str:
     """The site file's text. ``slurm``: its slurm section (executor, partition, access); ``source``: where
-    the evidence is (the init run's directory)."""
+    the evidence is (the init run's directory); ``env``: what the probe jobs were given, every job's too."""
     all_nodes = [s.node for t in types for s in t.shapes]
     lines = [
         f"# Written by `python -m clusteraccept init` from the topology evidence of {len(all_nodes)} node(s)",
@@ -111,6 +117,8 @@ def render(name: str, slurm: Mapping[str, str], types: Sequence[NodeTypeDraft], 
         "slurm:",
         *(f"  {k}: {_scalar(v)}" for k, v in slurm.items()),
     ]
+    if env:
+        lines += ["env:", *(f"  {k}: {json.dumps(v)}" for k, v in env.items())]
     lines += [f'nodes: "{hostlist.collect_hostlist(all_nodes)}"', "node_types:"]
     for t in types:
         nodes = [s.node for s in t.shapes]
