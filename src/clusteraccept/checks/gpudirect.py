@@ -220,6 +220,22 @@ def _acs(site: Site, node: str, ne: NodeEvidence, k: int, addr: str | None) -> V
     return expect(check, FAMILY, subject, True, msg, evidence=tuple(ev))
 
 
+def iommu_modes(ne: NodeEvidence, addrs: dict[int, str]) -> dict[int, str]:
+    """GPU k -> the IOMMU mode of its group (``iommu_group/type``: DMA, DMA-FQ, identity...); "none" where it
+    is in no group (IOMMU off), "unknown" where it is in one whose type cannot be read."""
+
+    def mode_of(addr: str) -> str:
+        group = f"{PCI_DEVICES}/{addr}/iommu_group"
+        text, names = ne.text(f"{group}/type"), ne.listing(group)
+        if text:
+            return text
+        if names is None or not names:  # no group (or a run that did not list it): IOMMU off
+            return "none"
+        return "unknown"  # a group, but no readable type: the kernel does not say, or it was unreadable
+
+    return {k: mode_of(a) for k, a in addrs.items()}
+
+
 def _iommu(site: Site, node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Verdict:
     """The IOMMU mode of every GPU's group (``iommu_group/type``; no group: "none") against the site's
     ``gpudirect.iommu``. A translating IOMMU (DMA, DMA-FQ) on the GPUs breaks or slows PCIe peer-to-peer
@@ -228,16 +244,7 @@ def _iommu(site: Site, node: str, ne: NodeEvidence, addrs: dict[int, str]) -> Ve
     groups = {k: f"{PCI_DEVICES}/{a}/iommu_group" for k, a in addrs.items()}
     paths = {k: f"{g}/type" for k, g in groups.items()}
     ev = tuple(p for p in (ne.archived(x) for x in (*paths.values(), *groups.values())) if p)
-
-    def mode_of(k: int) -> str:
-        text, names = ne.text(paths[k]), ne.listing(groups[k])
-        if text:
-            return text
-        if names is None or not names:  # no group (or a run that did not list it): IOMMU off
-            return "none"
-        return "unknown"  # a group, but no readable type: the kernel does not say, or it was unreadable
-
-    mode = {k: mode_of(k) for k in paths}
+    mode = iommu_modes(ne, addrs)
     modes = sorted(set(mode.values()))
     gpus = {m: ", ".join(str(k) for k in sorted(mode) if mode[k] == m) for m in modes}
     label = {"none": "off (no IOMMU group)", "identity": "passthrough (identity)"}

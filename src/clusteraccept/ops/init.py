@@ -23,12 +23,12 @@ from typing import Any
 import hostlist
 import yaml
 
-from clusteraccept.checks.hostfacts import by_node
+from clusteraccept.checks.hostfacts import by_node, gpu_addresses
 from clusteraccept.errors import InitError, SiteConfigError, SubmitError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive_job
 from clusteraccept.ops.shape import NodeShape, shape
-from clusteraccept.ops.sitefile import NodeTypeDraft, deviation_table, drafts, render
+from clusteraccept.ops.sitefile import NodeTypeDraft, deviation_table, drafts, gpudirect_lines, render
 from clusteraccept.rundir import new_run_id
 from clusteraccept.site.load import parse_site
 from clusteraccept.site.model import Site
@@ -124,9 +124,13 @@ def bootstrap_site(req: InitRequest, nodes: Sequence[str]) -> Site:
 
 
 def collect(
-    req: InitRequest, site: Site, run_dir: Path, family: str = FAMILY, nodes: Sequence[str] | None = None
+    req: InitRequest,
+    site: Site,
+    run_dir: Path,
+    families: tuple[str, ...] = (FAMILY,),
+    nodes: Sequence[str] | None = None,
 ) -> tuple[list[tuple[Evidence, str]], list[str]]:
-    """Run the probe job of ``family`` (on ``nodes``, default every node of ``site``); its evidence as
+    """Run the probe job of ``families`` (on ``nodes``, default every node of ``site``); its evidence as
     archived (before any parser reads it) and what went wrong."""
     from clusteraccept import flow
     from clusteraccept.jobs.slurm_clients import export_client_env
@@ -136,7 +140,7 @@ def collect(
     export_client_env(site)
     if req.executor == "local":  # the submit host is the node: its probes read this environment
         os.environ.update(dict(req.env))
-    plan = make_plan(site, families=(family,), nccl=False)
+    plan = make_plan(site, families=families, nccl=False)
     layer = JobLayer(site, run_dir, dry_run=req.dry_run, executor=req.executor)
     for pj in plan.probe_jobs:
         pj = replace(pj, nodes=tuple(n for n in pj.nodes if nodes is None or n in nodes))
@@ -148,7 +152,7 @@ def collect(
         archived += archive_job(run_dir, o.name, o.evidence)
         if o.missing or o.state not in ("COMPLETED", "DRY_RUN", "FINISHED", "DONE"):
             said.append(o.message)
-    return [(ev, ref) for ev, ref in archived if ev.meta.get("check") == family], said
+    return [(ev, ref) for ev, ref in archived if ev.meta.get("check") in families], said
 
 
 # Turns the roce probes on for the second job; its values are no expectation: the probes read every rail's
@@ -168,7 +172,7 @@ def roce_lines(req: InitRequest, text: str, types: Sequence[NodeTypeDraft], run_
     data = yaml.safe_load(text)
     data.update({"roce": _PROBE_ROCE, **({"env": dict(req.env)} if req.env else {})})
     probe_site = parse_site(req.out, data)
-    evidence, said = collect(req, probe_site, run_dir, "roce", nodes)
+    evidence, said = collect(req, probe_site, run_dir, ("roce",), nodes)
     by_host: dict[str, list[tuple[Evidence, str]]] = {}
     for ev, ref in evidence:
         by_host.setdefault(ev.host, []).append((ev, ref))
@@ -178,6 +182,25 @@ def roce_lines(req: InitRequest, text: str, types: Sequence[NodeTypeDraft], run_
         for r in rails_of(node, probe_site.node_type(node).rails, by_host.get(node, []))
     ]
     return [f"# {line}" for line in said] + section_lines(rails)
+
+
+def iommu_of(evidence: Sequence[tuple[Evidence, str]], shapes: Sequence[NodeShape]) -> dict[str, set[str]]:
+    """Each typed node's GPUs' IOMMU modes (checks/gpudirect.iommu_modes): the GPU addresses from the
+    topology evidence's nvidia-smi, the groups from the gpudirect probe's sysfs reads."""
+    from clusteraccept.checks.gpudirect import iommu_modes
+
+    keep = [
+        (ev, ref)
+        for ev, ref in evidence
+        if ev.meta.get("check") == FAMILY or (ev.path and not ev.argv)  # gpudirect's files, not its commands
+    ]
+    per = by_node(keep)
+    out: dict[str, set[str]] = {}
+    for s in shapes:
+        addrs, _ = gpu_addresses(per[s.node])
+        if addrs:
+            out[s.node] = set(iommu_modes(per[s.node], addrs).values())
+    return out
 
 
 def shapes_of(
@@ -209,13 +232,14 @@ def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
     listed = hostlist.collect_hostlist(list(nodes))
     say(f"init: probing {len(nodes)} node(s) ({listed}) for {req.out}: {run_dir}")
-    evidence, problems = collect(req, site, run_dir)
+    evidence, problems = collect(req, site, run_dir, (FAMILY, "gpudirect"))
     if req.dry_run:
         say(f"init: dry run: the probe job's script is in {run_dir / 'jobs'}; nothing submitted")
         return 0
     for line in problems:
         say(f"init: {line}")
-    shapes, said = shapes_of(evidence, nodes)
+    topology = [(ev, ref) for ev, ref in evidence if ev.meta.get("check") == FAMILY]
+    shapes, said = shapes_of(topology, nodes)
     for line in said:
         say(line)
     if not shapes:
@@ -226,6 +250,7 @@ def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
     # the evidence's folder by its pattern: a second init that finds the same cluster writes the same file
     source = f"{req.reports_dir / req.name}/init-*"
     text = render(req.name, _slurm_section(req), types, source, dict(req.env))
+    text += "".join(f"{line}\n" for line in gpudirect_lines(iommu_of(evidence, shapes)))
     text += "".join(f"{line}\n" for line in roce_lines(req, text, types, run_dir)) + _blocks(site)
     try:  # the file must be one the suite accepts: a refusal is init's own bug, said as the loader says it
         parse_site(req.out, yaml.safe_load(text))

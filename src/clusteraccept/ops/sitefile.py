@@ -158,6 +158,32 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+# The IOMMU modes GPUDirect peer-to-peer works under on bare metal: off, or passthrough (iommu=pt); a
+# translating IOMMU (DMA, DMA-FQ) breaks or slows it (checks/gpudirect.py _iommu, NVIDIA's advice).
+GPUDIRECT_IOMMU = ("none", "identity")
+
+
+def gpudirect_lines(modes: Mapping[str, set[str]]) -> list[str]:
+    """The ``gpudirect:`` section: the modes GPUDirect works under, not whatever the nodes run (a node in a
+    translating mode would then pass); what was observed as a comment, a translating mode as a question."""
+    if not modes:
+        return ["# gpudirect: no node's GPU IOMMU mode was read; add gpudirect: {iommu: [none, identity]}"]
+    seen = Counter(m for ms in modes.values() for m in ms)
+    observed = ", ".join(f"{m} on {n} node(s)" for m, n in sorted(seen.items()))
+    lines = [
+        "gpudirect:",
+        f"  iommu: [{', '.join(GPUDIRECT_IOMMU)}]  # off or passthrough; observed: {observed}",
+    ]
+    odd = sorted(m for m in seen if m not in GPUDIRECT_IOMMU)
+    for m in odd:
+        nodes = hostlist.collect_hostlist([n for n, ms in modes.items() if m in ms])
+        lines.append(
+            f"# decide: gpudirect.iommu: {nodes} run the GPUs' IOMMU in mode {m}: GPUDirect peer-to-peer "
+            "breaks or slows there and the first run fails it; accept it here only on purpose"
+        )
+    return lines
+
+
 def _scalar(value: str) -> str:
     """A YAML scalar as the site file's readers expect it: plain where YAML reads it back as the same
     string, else quoted (a path, a name YAML would read as a number or a boolean)."""

@@ -127,3 +127,18 @@ def test_a_gpu_fallen_off_the_bus_and_a_nic_not_seen_are_deviations_not_a_node_t
     mine = {(d.field, d.majority, d.value) for d in deviations("h100", shapes) if d.node == "node3"}
     assert {("gpus", "8", "7"), ("nics", "8x InfiniBand", "7x InfiniBand")} <= mine
     assert {f for f, _, _ in mine} >= {"gpu7.numa", "gpu7.pcie", "mlx5_7.numa", "mlx5_7.rate_Gbps"}
+
+
+def test_the_gpudirect_section_accepts_what_gpudirect_works_under_and_asks_about_a_translating_iommu() -> (
+    None
+):
+    from clusteraccept.ops.sitefile import gpudirect_lines
+
+    lines = gpudirect_lines({"n1": {"identity"}, "n2": {"identity"}, "n3": {"DMA-FQ"}})
+    assert lines[:2] == [
+        "gpudirect:",
+        "  iommu: [none, identity]  # off or passthrough; observed: DMA-FQ on 1 node(s), "
+        "identity on 2 node(s)",
+    ]
+    assert lines[2].startswith("# decide: gpudirect.iommu: n3 run the GPUs' IOMMU in mode DMA-FQ: ")
+    assert yaml.safe_load("\n".join(lines)) == {"gpudirect": {"iommu": ["none", "identity"]}}
