@@ -9,7 +9,7 @@
 - ``sinfo -N -h -o '%N|%T|%E'``: sinfo(1) -N one line per node, -h no header, %N node name, %T extended
   state (``drained``, ``draining``, ``idle``...), %E reason (``none`` when there is none): the run's
   preflight (nodes Slurm will not run a job on) and the drain guards;
-- ``sinfo -N -h -p P -o %N``: the nodes of partition P (``init``);
+- ``sinfo -N -h -p P -o '%N|%f'``: the nodes of partition P and their features (``init``);
 - ``scontrol update NodeName=X State=DRAIN|UNDRAIN ...``: drain and undrain (ops/drain.py decides which).
 
 Every command goes through the process seam, ``hostio.run``, with the site's SLURM_CONF where it is given
@@ -254,13 +254,19 @@ def node_states(slurm_conf: str | None) -> dict[str, NodeState]:
     return parse_sinfo(ev.stdout)
 
 
-def partition_nodes(partition: str, slurm_conf: str | None) -> tuple[str, ...]:
-    """The nodes of ``partition`` in sinfo's order, each once (empty: no such partition, or no nodes)."""
-    argv = ["sinfo", "-N", "-h", "-p", partition, "-o", "%N"]
+def partition_nodes(partition: str, slurm_conf: str | None) -> dict[str, str]:
+    """The nodes of ``partition`` in sinfo's order, each once, with their features (sinfo(1) %f: "Features
+    available on the nodes"; "(null)" where none); empty: no such partition, or no nodes."""
+    argv = ["sinfo", "-N", "-h", "-p", partition, "-o", "%N|%f"]
     ev = hostio.run(argv, timeout_s=30, source="sinfo", env=slurm_env(slurm_conf))
     if not ev.ok:
         raise SubmitError(f"{shlex.join(argv)} failed: {(ev.stderr or 'no output').strip()}")
-    return tuple(dict.fromkeys(line.strip() for line in ev.stdout.splitlines() if line.strip()))
+    out: dict[str, str] = {}
+    for line in ev.stdout.splitlines():
+        name, _, features = line.strip().partition("|")
+        if name:
+            out.setdefault(name, features.strip())
+    return out
 
 
 def scontrol_update(argv: Sequence[str], slurm_conf: str | None) -> Evidence:

@@ -66,14 +66,15 @@ def _slurm_section(req: InitRequest) -> dict[str, Any]:
     return {"executor": req.executor, **{k: v for k in keys if (v := getattr(req, k))}}
 
 
-def sampled(nodes: Sequence[str], n: int | None) -> tuple[str, ...]:
-    """The first ``n`` nodes of each hostname pattern (the name with its digits masked), node order kept."""
+def sampled(nodes: Sequence[str], n: int | None, features: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The first ``n`` nodes of each hostname pattern (the name with its digits masked) and Slurm feature
+    set, node order kept."""
     if not n:
         return tuple(nodes)
-    seen: dict[str, int] = {}
+    seen: dict[tuple[str, str], int] = {}
     out = []
     for node in nodes:
-        key = re.sub(r"[0-9]+", "#", node)
+        key = (re.sub(r"[0-9]+", "#", node), (features or {}).get(node, ""))
         if seen.get(key, 0) < n:
             seen[key] = seen.get(key, 0) + 1
             out.append(node)
@@ -100,7 +101,7 @@ def select_nodes(req: InitRequest) -> tuple[str, ...]:
             raise InitError(
                 f"init: --partition {req.partition}: expected a partition with nodes, sinfo lists none"
             )
-        return sampled(found, req.sample)
+        return sampled(tuple(found), req.sample, found)
     if req.executor == "local":
         return (socket.gethostname().split(".")[0],)
     raise InitError("init: expected --partition P or --nodes HOSTLIST, got neither")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness import FakeSlurm
 
 from clusteraccept.__main__ import main
 from clusteraccept.render import REPO_ROOT
@@ -99,9 +100,9 @@ def test_bad_input_is_one_line(
 
 
 def test_a_partition_sinfo_does_not_know_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_slurm: object
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_slurm: FakeSlurm
 ) -> None:
-    fake_slurm.answer("sinfo", "")  # type: ignore[attr-defined]
+    fake_slurm.answer("sinfo", "")
     assert main(["init", "--out", str(tmp_path / "x.yaml"), "--partition", "nosuch"]) == 2
     assert capsys.readouterr().err == (
         "init: --partition nosuch: expected a partition with nodes, sinfo lists none\n"
@@ -134,3 +135,16 @@ def test_dry_run_writes_the_probe_jobs_script_and_submits_nothing(
     assert "#SBATCH --account=acct" in text and "#SBATCH --partition=gpu" in text
     assert not (run / "submitit").exists() and not (tmp_path / "c.yaml").exists()
     assert "init: dry run: the probe job's script is in" in capsys.readouterr().out
+
+
+def test_sample_takes_n_nodes_per_hostname_pattern_and_feature_set(fake_slurm: FakeSlurm) -> None:
+    from clusteraccept.ops.init import InitRequest, select_nodes
+
+    listed = "gpu001|h100,ib\ngpu002|h100,ib\ngpu003|h100,ib\ngpu004|h200,ib\ngpu005|h200,ib\ncpu01|(null)\n"
+    fake_slurm.answer("sinfo", listed)
+    req = InitRequest(out=Path("x.yaml"), partition="all", sample=1)
+    assert select_nodes(req) == ("gpu001", "gpu004", "cpu01")
+    assert select_nodes(InitRequest(out=Path("x.yaml"), partition="all", sample=2)) == (
+        "gpu001", "gpu002", "gpu004", "gpu005", "cpu01"
+    )  # fmt: skip
+    assert fake_slurm.calls[0][0] == ("sinfo", "-N", "-h", "-p", "all", "-o", "%N|%f")
