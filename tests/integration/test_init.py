@@ -46,8 +46,8 @@ def test_init_on_the_demo_cluster_writes_the_demos_node_type_and_its_shape_fault
     assert (got.gpus, got.gpu_model, got.link_layer, got.numa_expected) == (
         want.gpus, want.gpu_model, want.link_layer, True
     )  # fmt: skip
-    assert [(r.gpu, r.hca, r.port, r.rate_Gbps) for r in got.rails] == [
-        (r.gpu, r.hca, r.port, r.rate_Gbps) for r in want.rails
+    assert [(r.gpu, r.hca, r.port, r.netdev, r.rate_Gbps) for r in got.rails] == [
+        (r.gpu, r.hca, r.port, r.netdev, r.rate_Gbps) for r in want.rails
     ]
     assert site.nodes == tuple(vcluster.nodes) and site.blocks_from_slurm  # topology/tree's leaf switches
     table = out.with_name("demo-init.deviations.txt").read_text().splitlines()

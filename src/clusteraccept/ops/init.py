@@ -24,7 +24,7 @@ import hostlist
 import yaml
 
 from clusteraccept.checks.hostfacts import by_node, gpu_addresses
-from clusteraccept.errors import InitError, SiteConfigError, SubmitError
+from clusteraccept.errors import ArchiveError, InitError, SiteConfigError, SubmitError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive_job
 from clusteraccept.ops.shape import NodeShape, shape
@@ -167,13 +167,16 @@ def roce_lines(req: InitRequest, text: str, types: Sequence[NodeTypeDraft], run_
     from clusteraccept.checks.roce_evidence import rails_of
     from clusteraccept.ops.roceconf import observe, section_lines
 
-    nodes = [s.node for t in types if any(r.link_layer == "Ethernet" for r in t.rails) for s in t.shapes]
+    nodes = [s.node for t in types if t.link_layer == "Ethernet" for s in t.shapes]  # as render writes it
     if not nodes:
         return []
     data = yaml.safe_load(text)
     data.update({"roce": _PROBE_ROCE, **({"env": dict(req.env)} if req.env else {})})
     probe_site = parse_site(req.out, data)
-    evidence, said = collect(req, probe_site, run_dir, ("roce",), nodes)
+    try:
+        evidence, said = collect(req, probe_site, run_dir, ("roce",), nodes)
+    except SubmitError as exc:  # the topology is known: the file is still worth writing
+        return [f"# roce: not derived: the roce probe job failed ({_one_line(exc)}); write it by hand"]
     by_host: dict[str, list[tuple[Evidence, str]]] = {}
     for ev, ref in evidence:
         by_host.setdefault(ev.host, []).append((ev, ref))
@@ -182,7 +185,12 @@ def roce_lines(req: InitRequest, text: str, types: Sequence[NodeTypeDraft], run_
         for node in nodes
         for r in rails_of(node, probe_site.node_type(node).rails, by_host.get(node, []))
     ]
-    return [f"# {line}" for line in said] + section_lines(rails)
+    return [f"# {_one_line(line)}" for line in said] + section_lines(rails)
+
+
+def _one_line(text: object) -> str:
+    """A message in one line (Slurm's client errors span several): for a comment, or a refusal."""
+    return " ".join(str(text).split())
 
 
 def iommu_of(evidence: Sequence[tuple[Evidence, str]], shapes: Sequence[NodeShape]) -> dict[str, set[str]]:
@@ -224,8 +232,15 @@ def shapes_of(
 
 
 def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
-    """The whole command: 0 written (or shown, --dry-run), 1 when nothing could be written or a diff was
-    shown instead of overwriting."""
+    """The whole command: 0 written (or shown, --dry-run), 1 when a diff was shown instead of overwriting;
+    a refusal (InitError) in one line, also where a file could not be written."""
+    try:
+        return _run(req, say)
+    except (OSError, ArchiveError) as exc:
+        raise InitError(f"init: {_one_line(exc)}") from None
+
+
+def _run(req: InitRequest, say: Callable[[str], None]) -> int:
     nodes = select_nodes(req)
     site = bootstrap_site(req, nodes)
     run_dir = req.reports_dir / req.name / f"init-{new_run_id()}"
@@ -255,8 +270,12 @@ def run(req: InitRequest, say: Callable[[str], None] = print) -> int:
     text += "".join(f"{line}\n" for line in roce_lines(req, text, types, run_dir)) + _blocks(site)
     try:  # the file must be one the suite accepts: a refusal is init's own bug, said as the loader says it
         parse_site(req.out, yaml.safe_load(text))
-    except SiteConfigError as exc:
-        raise InitError(f"init: the site file it would write is refused by the loader: {exc}") from None
+    except (SiteConfigError, yaml.YAMLError) as exc:
+        refused = run_dir / f"{req.name}.refused.yaml"
+        refused.write_text(text)  # to fix by hand, without probing the cluster again
+        raise InitError(
+            f"init: the site file it would write is refused by the loader ({refused}): {_one_line(exc)}"
+        ) from None
     table = deviation_table(types)
     (run_dir / f"{req.name}.yaml").write_text(text)
     (run_dir / f"{req.name}.deviations.txt").write_text(table)
@@ -289,7 +308,7 @@ def _blocks(site: Site) -> str:
         try:
             blocks = slurm_blocks(site)
         except SubmitError as exc:
-            return f"# blocks: none ({exc}); add them by hand, {_BLOCKS_EXAMPLE}\n"
+            return f"# blocks: none ({_one_line(exc)}); add them by hand, {_BLOCKS_EXAMPLE}\n"
         if set(blocks) - {REST_BLOCK}:
             named = "; ".join(f"{b}: {hostlist.collect_hostlist(list(n))}" for b, n in blocks.items())
             return f"blocks: slurm  # scontrol show topology: {named}\n"

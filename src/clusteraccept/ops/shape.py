@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clusteraccept.checks.hostfacts import NodeEvidence, Pci, gpu_addresses, parsed
 from clusteraccept.ops.railmap import RailMap, derive
 from clusteraccept.parsers import ibstat, nvidia_smi_topo
+from clusteraccept.parsers._ib import IbPort
 from clusteraccept.probes.topology import IB_CLASS_DIR, PCI_DEVICES
 
 ABSENT = "absent"  # a field a node does not report (a GPU or NIC fewer, an unreadable attribute)
@@ -52,6 +53,14 @@ def _pcie(dev: Pci) -> str:
     return f"x{width} {speed}" if width and speed else ABSENT
 
 
+def _with_netdev(port: IbPort, ne: NodeEvidence) -> IbPort:
+    """``port`` with its network interface where ibstat does not say and its device has exactly one (the
+    topology probe's listing of /sys/class/infiniband/<hca>/device/net); a device of several interfaces (a
+    dual-port NIC) is left for the user."""
+    names = ne.listing(f"{IB_CLASS_DIR}/{port.device}/device/net") or []
+    return replace(port, netdev=names[0]) if port.netdev is None and len(names) == 1 else port
+
+
 def shape(node: str, ne: NodeEvidence) -> NodeShape:
     """The shape of one node from its topology evidence."""
     problems: list[str] = []
@@ -72,7 +81,7 @@ def shape(node: str, ne: NodeEvidence) -> NodeShape:
     ports, ib_err = parsed(ibstat.parse, "ibstat", ne.command("ibstat"))
     if ib_err and ne.command("ibstat"):
         problems.append(f"{node}: {ib_err}")
-    port_list = ports.ports() if ports else ()
+    port_list = tuple(_with_netdev(p, ne) for p in (ports.ports() if ports else ()))
     ca_types = {ca.name: ca.ca_type for ca in ports.cas} if ports else {}
     hcas = ne.listing(IB_CLASS_DIR) or []
     layers: Counter[str] = Counter()
@@ -85,7 +94,8 @@ def shape(node: str, ne: NodeEvidence) -> NodeShape:
         port = next((p for p in port_list if p.device == hca), None)
         layer = (port.link_layer if port else None) or "unknown link layer"
         layers[layer] += 1
-        models.add(f"{ca_types.get(hca) or 'unknown NIC'} {layer}")
+        if port and port.link_layer and ca_types.get(hca):  # an unread ibstat is a deviation, not a type
+            models.add(f"{ca_types[hca]} {port.link_layer}")
         fields[f"{hca}.rate_Gbps"] = f"{port.rate_Gbps:g}" if port and port.rate_Gbps else ABSENT
         fields[f"{hca}.firmware"] = (port.fw_version if port else None) or ABSENT
     topo, topo_err = parsed(nvidia_smi_topo.parse, "nvidia-smi topo -m", ne.command("nvidia-smi-topo"))
@@ -109,22 +119,37 @@ def _question(rail_map: RailMap | None, gpu: int) -> str:
 
 
 def node_types(shapes: Sequence[NodeShape]) -> dict[tuple[str, ...], list[NodeShape]]:
-    """Nodes grouped by kind, the largest group first (node order within each)."""
+    """Nodes grouped by kind, the largest group first (node order within each). A node whose NICs' models
+    could not be read (no ibstat) joins the largest type of its GPU model: what it lacks is its deviation."""
     groups: dict[tuple[str, ...], list[NodeShape]] = {}
     for s in shapes:
         groups.setdefault(s.kind, []).append(s)
+    for kind in [k for k in groups if len(k) == 1]:
+        home = max(
+            (k for k in groups if k[0] == kind[0] and len(k) > 1), key=lambda k: len(groups[k]), default=None
+        )
+        if home is not None:
+            groups[home] = sorted(groups[home] + groups.pop(kind), key=shapes.index)
     return dict(sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
 
 def majority(shapes: Sequence[NodeShape]) -> dict[str, str]:
-    """Each field's most common value over ``shapes`` (a tie: the value of the first node that has it)."""
+    """Each field's most common value over ``shapes`` (a tie: :func:`_tie_rank`)."""
     names = list(dict.fromkeys(f for s in shapes for f in s.fields))
     out: dict[str, str] = {}
     for f in names:
         counts = Counter(s.fields.get(f, ABSENT) for s in shapes)
         top = max(counts.values())
-        out[f] = next(v for s in shapes if counts[v := s.fields.get(f, ABSENT)] == top)
+        tied = list(dict.fromkeys(v for s in shapes if counts[v := s.fields.get(f, ABSENT)] == top))
+        out[f] = min(tied, key=lambda v: _tie_rank(f, v))
     return out
+
+
+def _tie_rank(field: str, value: str) -> tuple[int, int]:
+    """Among values as common as each other (two nodes, one of them broken): a value read before one that
+    is absent, and the larger GPU count (a GPU falls off the bus; none appears), else the first node's."""
+    more = -int(value) if field == "gpus" and value.isdigit() else 0
+    return (value == ABSENT, more)
 
 
 def deviations(type_name: str, shapes: Sequence[NodeShape]) -> list[Deviation]:

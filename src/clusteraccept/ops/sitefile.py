@@ -40,6 +40,12 @@ class NodeTypeDraft:
         return self.shapes[0].kind[0]
 
     @property
+    def link_layer(self) -> str | None:
+        """The rails' link layer by majority; None where no rail's is known."""
+        layers = Counter(r.link_layer for r in self.rails if r.link_layer)
+        return layers.most_common(1)[0][0] if layers else None
+
+    @property
     def inventory(self) -> str:
         """The majority's: "8x NVIDIA H100 80GB HBM3, NICs: 8x InfiniBand (MT4129 InfiniBand)"."""
         common = majority(self.shapes)
@@ -58,11 +64,22 @@ def _type_name(model: str, taken: set[str]) -> str:
     return name
 
 
-def _numa_expected(shape: NodeShape, rails: Sequence[DerivedRail]) -> bool:
-    """True where every rail's GPU and NIC report one NUMA node each and they agree (a VM's GPUs without NUMA
-    information, or a numa=off kernel, cannot be judged on it)."""
-    pairs = [(shape.fields.get(f"gpu{r.gpu}.numa"), shape.fields.get(f"{r.hca}.numa")) for r in rails]
-    return bool(pairs) and all(g == n and g not in (None, ABSENT) for g, n in pairs)
+def _numa_expected(common: dict[str, str], rails: Sequence[DerivedRail]) -> bool:
+    """True where, by the type's majority, every rail's GPU and NIC report one NUMA node each and they
+    agree (a VM's GPUs without NUMA information, or a numa=off kernel, cannot be judged on it)."""
+    pairs = [(common.get(f"gpu{r.gpu}.numa", ABSENT), common.get(f"{r.hca}.numa", ABSENT)) for r in rails]
+    return bool(pairs) and all(g == n and g != ABSENT for g, n in pairs)
+
+
+def _representative(members: Sequence[NodeShape], common: dict[str, str]) -> NodeShape:
+    """The node whose rail map the type takes: one that agrees with the majority on the GPU count and every
+    rail, else the one that disagrees on the fewest of them (never merely the first node)."""
+    keys = [f for f in common if f.startswith("rail.") or f == "gpus"]
+
+    def off(s: NodeShape) -> int:
+        return sum(s.fields.get(f, ABSENT) != common[f] for f in keys)
+
+    return min(members, key=off)  # min keeps node order among equals
 
 
 def drafts(shapes: Sequence[NodeShape]) -> list[NodeTypeDraft]:
@@ -72,13 +89,7 @@ def drafts(shapes: Sequence[NodeShape]) -> list[NodeTypeDraft]:
     for kind, members in node_types(shapes).items():
         name = _type_name(kind[0], taken)
         common = majority(members)
-        rails_agree = [
-            s
-            for s in members
-            if all(s.fields.get(f) == v for f, v in common.items() if f.startswith("rail."))
-        ]
-        rep = (rails_agree or members)[0]
-        rm = rep.rail_map
+        rm = _representative(members, common).rail_map
         out.append(
             NodeTypeDraft(
                 name=name,
@@ -87,7 +98,7 @@ def drafts(shapes: Sequence[NodeShape]) -> list[NodeTypeDraft]:
                 questions=rm.questions if rm else ("nvidia-smi topo -m could not be read: no rail map",),
                 unused=rm.unused if rm else (),
                 deviations=tuple(deviations(name, members)),
-                numa_expected=_numa_expected(rep, rm.rails if rm else ()),
+                numa_expected=_numa_expected(common, rm.rails if rm else ()),
             )
         )
     return out
@@ -113,7 +124,7 @@ def render(
         f"# Written by `python -m clusteraccept init` from the topology evidence of {len(all_nodes)} node(s)",
         f"# ({source}). Read every '# decide:' line before the first run; no baselines yet: the first run",
         "# judges against peers and the line rate, then `pytest suites/ --propose-baselines`.",
-        f"name: {name}",
+        f"name: {_scalar(name)}",
         "slurm:",
         *(f"  {k}: {_scalar(v)}" for k, v in slurm.items()),
     ]
@@ -125,12 +136,21 @@ def render(
         lines.append(f"  {t.name}:  # {len(nodes)} node(s); {t.inventory}")
         if len(types) > 1:
             lines.append(f'    nodes: "{hostlist.collect_hostlist(nodes)}"')
-        lines += [f"    gpus: {t.gpus}", f'    gpu_model: "{t.gpu_model}"']
+        lines += [f"    gpus: {t.gpus}", f"    gpu_model: {json.dumps(t.gpu_model)}"]
         layers = Counter(r.link_layer for r in t.rails if r.link_layer)
-        if layers:
-            lines.append(f"    link_layer: {layers.most_common(1)[0][0]}")
+        # the rails this file can describe: ibverbs HCAs that are InfiniBand or RoCE ports (an EFA device's
+        # link layer reads "Unspecified": its fabric section is the user's to write)
+        known = t.link_layer in LINK_LAYERS
+        if known:
+            lines.append(f"    link_layer: {t.link_layer}")
             if len(layers) > 1:
                 lines.append(f"    # decide: the rails' link layers differ: {dict(layers)}")
+        elif t.rails:
+            said = f"reads {t.link_layer}" if t.link_layer else "was not read (ibstat)"
+            lines.append(
+                f"    # decide: the rail NICs' link layer {said}: not InfiniBand or RoCE; write the node "
+                "type's fabric (efa, slingshot, tcpx...) and its section, then the rails below"
+            )
         lines.append(
             f"    numa_expected: {'true' if t.numa_expected else 'false'}"
             + (
@@ -139,15 +159,16 @@ def render(
                 else "  # GPU and NIC NUMA nodes are not both known and equal on every rail"
             )
         )
+        lead = "" if known else "# "
         if t.rails:
-            lines.append("    rails:  # GPU k -> the NIC behind its PCIe switch (nvidia-smi topo -m)")
+            lines.append(f"    {lead}rails:  # GPU k -> the NIC behind its PCIe switch (nvidia-smi topo -m)")
         for r in t.rails:
-            keys = [f"hca: {r.hca}"] + ([f"port: {r.port}"] if r.port != 1 else [])
-            keys += [f"netdev: {r.netdev}"] if r.netdev else []
+            keys = [f"hca: {_scalar(r.hca)}"] + ([f"port: {r.port}"] if r.port != 1 else [])
+            keys += [f"netdev: {_scalar(r.netdev)}"] if r.netdev else []
             rate = _rate(t.shapes, r.hca)
             keys += [f"rate_Gbps: {rate}"] if rate else []
             shared = f"; shared with GPU{', GPU'.join(map(str, r.shared_with))}" if r.shared_with else ""
-            lines.append(f"      gpu{r.gpu}: {{{', '.join(keys)}}}  # {r.link}{shared}")
+            lines.append(f"    {lead}  gpu{r.gpu}: {{{', '.join(keys)}}}  # {r.link}{shared}")
         lines += [f"    # decide: {q}" for q in t.questions]
         if t.unused:
             lines.append(f"    # not rails (closest to no GPU: storage, management): {', '.join(t.unused)}")
@@ -157,6 +178,9 @@ def render(
             )
     return "\n".join(lines) + "\n"
 
+
+# The link layers whose rails a site file names by hca (site/nodes.py: InfiniBand, and Ethernet for RoCE).
+LINK_LAYERS = ("InfiniBand", "Ethernet")
 
 # The IOMMU modes GPUDirect peer-to-peer works under on bare metal: off, or passthrough (iommu=pt); a
 # translating IOMMU (DMA, DMA-FQ) breaks or slows it (checks/gpudirect.py _iommu, NVIDIA's advice).

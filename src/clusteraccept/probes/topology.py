@@ -5,6 +5,7 @@ Commands (each optional on a given host; absence is recorded, not an error):
   --query-gpu=index,name,pci.bus_id --format=csv,noheader`` (GPU index -> PCI address; nvidia-smi(1));
 - ``lscpu`` (NUMA node CPU lists, for ``nvidia-smi`` outputs without a NUMA Affinity column);
 - ``ibstat`` (infiniband-diags: port state, rate, link layer).
+Listings: each RDMA device's network interfaces (``/sys/class/infiniband/<hca>/device/net``).
 Files: for every GPU bound to the ``nvidia`` driver (``/sys/bus/pci/drivers/nvidia/<BDF>`` links) and
 every RDMA device (``/sys/class/infiniband/<hca>/device``), and on a Slingshot node every cxi NIC
 (``/sys/class/cxi/<cxi>/device``: the cxi driver's class, HewlettPackard/shs-libcxi utils/cxi_stat.c and
@@ -164,6 +165,11 @@ def collect(options: dict[str, object]) -> list[Evidence]:
     ]
     devices, _, _ = gpu_and_nic_devices(options)
     out += devices
+    # each RDMA device's network interfaces: the ``net`` class directory under its PCI function, as
+    # /sys/class/net/<iface>/device points back to it (Documentation/ABI/testing/sysfs-class-net); scripts
+    # that map RDMA devices to interfaces list it the same way (``ls /sys/class/infiniband/$d/device/net``)
+    names = next((ev.stdout.split() for ev in devices if ev.path == IB_CLASS_DIR and ev.ok), [])
+    out += [listing(f"{IB_CLASS_DIR}/{h}/device/net")[0] for h in names if "/" not in h]
     if any(ev.source == "sysfs-listdir" and ev.path == IB_CLASS_DIR and ev.ok for ev in devices):
         out.append(hostio.run(["ibstat"], timeout_s, source="ibstat"))
     return out

@@ -332,6 +332,8 @@ def contribute(node: str, site: Site, faults: list[dict[str, Any]]) -> Part:
             netdev = next((r.netdev for r in nt.rails if r.index == s.rail), None)
             if nt.fabric == "slingshot" and netdev:  # the NIC's Ethernet function: its hsn netdev
                 part.links[f"/sys/class/net/{netdev}/device"] = s.nic_dir
+            if nt.fabric in ("infiniband", "roce") and netdev:  # its IPoIB / Ethernet interface
+                part.files[f"{s.nic_dir}/net/{netdev}/dev_port"] = "0\n"
     part.commands += [
         (
             "nvidia-smi topo -m",

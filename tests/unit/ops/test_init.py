@@ -48,8 +48,8 @@ def test_init_writes_a_site_the_loader_accepts_with_the_demos_node_type_and_devi
     demo = load_site("demo", REPO_ROOT / "site-configs")
     assert site.slurm.executor == "local" and site.nodes == demo.nodes
     ((got,), (want,)) = site.node_types, demo.node_types
-    assert [(r.gpu, r.hca, r.rate_Gbps) for r in got.rails] == [
-        (r.gpu, r.hca, r.rate_Gbps) for r in want.rails
+    assert [(r.gpu, r.hca, r.netdev, r.rate_Gbps) for r in got.rails] == [
+        (r.gpu, r.hca, r.netdev, r.rate_Gbps) for r in want.rails
     ]
     assert (
         "init: node type h100: 4 node(s), 8x NVIDIA H100 80GB HBM3, NICs: 8x InfiniBand (MT4129 InfiniBand), "
@@ -76,8 +76,8 @@ def test_init_never_overwrites_a_site_file_it_shows_the_diff(
     assert _init(hosts, tmp_path, monkeypatch=monkeypatch) == 1
     out = capsys.readouterr().out
     assert (
-        "-      gpu0: {hca: mlx5_0, rate_Gbps: 200}  # PIX\n+      gpu0: {hca: mlx5_0, rate_Gbps: 400}  # PIX"
-        in out
+        "-      gpu0: {hca: mlx5_0, netdev: ibp24s0, rate_Gbps: 200}  # PIX\n"
+        "+      gpu0: {hca: mlx5_0, netdev: ibp24s0, rate_Gbps: 400}  # PIX" in out
     )
     assert "exists: the diff above" in out and path.read_text() == edited  # untouched
     assert _init(hosts, tmp_path, "--force", monkeypatch=monkeypatch) == 0

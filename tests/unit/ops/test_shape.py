@@ -94,8 +94,8 @@ def test_the_site_file_written_from_the_demo_loads_and_has_demo_yamls_node_type(
         want.link_layer,
         True,
     )
-    assert [(r.gpu, r.hca, r.port, r.rate_Gbps) for r in got.rails] == [
-        (r.gpu, r.hca, r.port, r.rate_Gbps) for r in want.rails
+    assert [(r.gpu, r.hca, r.port, r.netdev, r.rate_Gbps) for r in got.rails] == [
+        (r.gpu, r.hca, r.port, r.netdev, r.rate_Gbps) for r in want.rails
     ]
     assert written.nodes == demo.nodes
     assert "    # 3 deviation(s) from this type's majority: the .deviations.txt\n" in text
@@ -142,3 +142,50 @@ def test_the_gpudirect_section_accepts_what_gpudirect_works_under_and_asks_about
     ]
     assert lines[2].startswith("# decide: gpudirect.iommu: n3 run the GPUs' IOMMU in mode DMA-FQ: ")
     assert yaml.safe_load("\n".join(lines)) == {"gpudirect": {"iommu": ["none", "identity"]}}
+
+
+def test_the_type_takes_the_majoritys_rails_and_gpu_count_whatever_node_comes_first(
+    demo_evidence: list[tuple[Evidence, str]],
+) -> None:
+    """node2 (its GPU3 NIC on the other socket) first, and node3 with GPU7 gone from the bus: the type is
+    still 8 GPUs and 8 rails, mlx5_3 GPU3's, from a node that agrees with the majority."""
+    from clusteraccept.ops.sitefile import drafts
+
+    def gpu7_gone(ev: Evidence) -> Evidence:
+        if ev.host == "node3" and ev.source == "nvidia-smi-query":
+            return replace(ev, stdout="".join(ev.stdout.splitlines(True)[:7]))
+        return ev
+
+    shapes = {s.node: s for s in _shapes([(gpu7_gone(ev), ref) for ev, ref in demo_evidence])}
+    (t,) = drafts([shapes["node2"], shapes["node3"], shapes["node1"], shapes["node4"]])
+    assert t.gpus == 8 and [(r.gpu, r.hca) for r in t.rails] == [(k, f"mlx5_{k}") for k in range(8)]
+    assert t.numa_expected
+
+
+def test_a_node_whose_ibstat_failed_is_a_deviation_of_its_type(
+    demo_evidence: list[tuple[Evidence, str]],
+) -> None:
+    kept = [(ev, ref) for ev, ref in demo_evidence if not (ev.host == "node4" and ev.source == "ibstat")]
+    ((_, shapes),) = node_types(_shapes(kept)).items()
+    mine = {(d.field, d.value) for d in deviations("h100", shapes) if d.node == "node4"}
+    assert ("nics", "8x unknown link layer") in mine and ("mlx5_0.rate_Gbps", "absent") in mine
+
+
+def test_hostile_names_and_a_link_layer_init_cannot_describe_still_load(tmp_path: Path) -> None:
+    """A site named like a number, a GPU model with a quote, rails whose link layer reads Unspecified (an EFA
+    device through ibverbs): the file loads; the rails are left commented with a question."""
+    from clusteraccept.ops.railmap import DerivedRail, RailMap
+    from clusteraccept.ops.shape import NodeShape
+    from clusteraccept.ops.sitefile import NodeTypeDraft, render
+
+    rails = tuple(DerivedRail(k, f"rdmap{k}s0", "PIX", link_layer="Unspecified") for k in range(2))
+    node = NodeShape(
+        "n1", ('GPU "X" 2000',), {"gpus": "2", "nics": "2x Unspecified"}, RailMap(rails, (), ()), ()
+    )
+    t = NodeTypeDraft("x2000", (node,), rails, (), (), (), False)
+    text = render("2024", {"executor": "local"}, [t], "reports/2024/init-*")
+    site = parse_site(tmp_path / "2024.yaml", yaml.safe_load(text))
+    ((nt,),) = (site.node_types,)
+    assert site.name == "2024" and nt.gpu_model == 'GPU "X" 2000' and nt.rails == ()
+    assert "    # decide: the rail NICs' link layer reads Unspecified: not InfiniBand or RoCE;" in text
+    assert "    #   gpu0: {hca: rdmap0s0}  # PIX" in text
