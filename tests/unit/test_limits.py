@@ -120,7 +120,9 @@ def test_job_time_is_its_worst_case() -> None:
     rounds = len(job.rounds)
     # every wave to its step timeout, one relaunch wave (steps hung at launch or not created, after a wait
     # for the controller and for its earlier steps to end), the snapshots, the margin
-    relaunch = limits.RELAUNCH_WAVES * (60 + limits.CONTROLLER_WAIT_S + limits.STEPS_SETTLE_S)
+    relaunch = limits.RELAUNCH_WAVES * (
+        60 + limits.CONTROLLER_WAIT_S + limits.STEPS_SETTLE_S + limits.PENDING_RETRY_S
+    )
     expected = rounds * 60 + relaunch + (rounds + 1) * limits.SNAPSHOT_S + limits.DRIVER_MARGIN_S
     assert limits.job_seconds(job, lim, snapshots=True) == expected
     paced = limits.resolve(make_site(4, 4, rails=1, step_rate_per_s=2).slurm)
@@ -177,8 +179,8 @@ def test_small_limits_shard_and_wave_the_cross_job() -> None:
 
 
 def test_time_cap_shards_and_a_wave_over_the_cap_is_refused() -> None:
-    # a wave: 60 s + 120 s snapshot; its relaunch 60 + 60 + 90 s; margin 300 s
-    site = make_site(8, 8, rails=1, time_limit_min=14)
+    # a wave: 60 s + 120 s snapshot; its relaunch 60 + 60 + 90 + 310 s; margin 300 s
+    site = make_site(8, 8, rails=1, time_limit_min=20)
     _check_fitted(site, limits.resolve(site.slurm))
     tight = make_site(8, 8, rails=1, time_limit_min=5, step_timeout_s=600)
     with pytest.raises(SiteConfigError, match=r"slurm.time_limit_min: expected room for one wave .* got 5"):

@@ -105,7 +105,7 @@ def test_dry_run_submits_nothing(run_pytest: PytestRunner, tmp_path: Path) -> No
     assert "dry run: job scripts in" in proc.stdout
     out = proc.stdout  # 2 blocks + the cross job: 18 steps + 4 counter snapshots; 2 pairs x 8 rails at once
     assert "limits: 3 campaign jobs (0 shards), the largest 22 steps (max_steps_per_job 40,000)" in out
-    assert "at most 16 at once (max_concurrent_steps 256), unpaced, the longest --time 28 min" in out
+    assert "at most 16 at once (max_concurrent_steps 256), unpaced, the longest --time 33 min" in out
 
 
 def test_rejudge_with_changed_baseline(
@@ -210,7 +210,7 @@ def test_limits_that_cannot_hold_a_wave_are_one_line_usage_error(
     )
     assert proc.returncode == 4, proc.stdout[-1500:]
     assert (
-        "demo.yaml: slurm.time_limit_min: expected room for one wave of campaign-leaf1 (32 min: "
+        "demo.yaml: slurm.time_limit_min: expected room for one wave of campaign-leaf1 (37 min: "
         in proc.stdout
     )
 

@@ -14,6 +14,7 @@ from clusteraccept.plan.jobs import CampaignJob, Round, Step
 from clusteraccept.plan.limits import (
     CONTROLLER_WAIT_S,
     DRIVER_MARGIN_S,
+    PENDING_RETRY_S,
     RELAUNCH_WAVES,
     STEPS_SETTLE_S,
     Limits,
@@ -68,7 +69,8 @@ def test_one_relaunch_wave_per_job_and_its_time_is_counted(tmp_path: Path) -> No
     one_round = _job((_step("a-b:rail0", always),))
     two_rounds = _job((_step("a-b:rail0", always),), (_step("a-b:rail1", always),))
     assert job_seconds(two_rounds, limits, False) - job_seconds(one_round, limits, False) == 100
-    relaunch = 100 + CONTROLLER_WAIT_S + STEPS_SETTLE_S  # the controller back, its steps ended, the wave
+    # the controller back, its steps ended, the wave with time for srun's own retry of a pending step
+    relaunch = 100 + CONTROLLER_WAIT_S + STEPS_SETTLE_S + PENDING_RETRY_S
     assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + relaunch + DRIVER_MARGIN_S
 
 

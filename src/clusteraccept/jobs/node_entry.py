@@ -11,10 +11,11 @@ steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry l
 A step that failed before any rank printed its launch record never ran its program: srun could not
 create it (a slurmctld restart longer than MessageTimeout: srun retries the connection that long, then
 "Unable to contact slurm controller"). Such steps are launched once more, at the end of their wave, once
-the controller answers and lists no earlier step of the job still running (plan/limits.STEPS_SETTLE_S says
-why); one such relaunch wave per job, which plan/limits.job_seconds counts in the job's --time. The first
-attempt stays in the evidence (``meta["relaunched"]``). A step that printed anything and then hung or
-failed is a measurement and is not rerun.
+the controller answers and lists no earlier step of the job still running, with time for srun's own retry
+of a step that still pends (plan/limits.STEPS_SETTLE_S, PENDING_RETRY_S say why); one such relaunch wave
+per job, which plan/limits.job_seconds counts in the job's --time. The first attempt stays in the evidence
+(``meta["relaunched"]``). A step that printed anything and then hung or failed is a measurement and is not
+rerun.
 
 SIGTERM to the driver means Slurm is ending its job (scancel, the job's --time, a preemption: "each task
 in each job step is sent SIGTERM followed by SIGKILL", KillWait apart). submitit's own handler only logs
@@ -43,7 +44,13 @@ from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
 from clusteraccept.parsers.launch_record import benchmark_began, launched
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
-from clusteraccept.plan.limits import CONTROLLER_WAIT_S, RELAUNCH_WAVES, STEPS_SETTLE_S, waves
+from clusteraccept.plan.limits import (
+    CONTROLLER_WAIT_S,
+    PENDING_RETRY_S,
+    RELAUNCH_WAVES,
+    STEPS_SETTLE_S,
+    waves,
+)
 from clusteraccept.redact import redact_evidence
 
 T = TypeVar("T")
@@ -274,6 +281,7 @@ def _relaunch(
     waited = ""
     if not local and any(evs[i].returncode is not None for i in hung):
         waited = "; " + _controller_back(CONTROLLER_WAIT_S, stop)
+        timeout_s += PENDING_RETRY_S  # a step the restarted controller leaves pending: srun asks again
     if not local and (settled := _steps_ended(STEPS_SETTLE_S, stop)):
         waited += "; " + settled
     again = _run_wave(tuple(wave[i] for i in hung), timeout_s, round_label, local, interval_s, stop)

@@ -60,6 +60,12 @@ CONTROLLER_WAIT_S = 60
 # (SRUN_STEP_SIGNAL) is lost retries only after MIN(300, MAX(60, SlurmctldTimeout)) s (src/srun/launch.c),
 # past the step's timeout (seen in CI: eight relaunched steps "hung at launch" 120 s).
 STEPS_SETTLE_S = 90
+# ...and a step relaunched after the controller was away may still pend (seen in CI with no earlier step
+# listed: the restarted controller did not create it until srun asked again). A pending srun asks again by
+# itself after MIN(300, MAX(60, SlurmctldTimeout)) s plus its pid modulo 10 (src/srun/launch.c,
+# step_ctx_create_timeout's step_wait), whether or not a wake-up came: the relaunch's timeout gets that much
+# more, so the step it waits for is the measurement, not srun's retry.
+PENDING_RETRY_S = 310
 PROBE_TIME_MIN = 30  # the probe job: ~30 commands per node, each bounded by 60 s, run in turn
 
 
@@ -214,8 +220,8 @@ def _wave_s(n_steps: int, limits: Limits) -> float:
 
 def _relaunch_s(limits: Limits) -> float:
     """The relaunch of steps that never started: one step timeout per relaunch wave, after waiting for the
-    controller and for the job's earlier steps to end."""
-    return RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S + STEPS_SETTLE_S)
+    controller and for the job's earlier steps to end, and srun's own retry of a step that still pends."""
+    return RELAUNCH_WAVES * (limits.step_timeout_s + CONTROLLER_WAIT_S + STEPS_SETTLE_S + PENDING_RETRY_S)
 
 
 def job_seconds(job: CampaignJob, limits: Limits, snapshots: bool) -> float:
