@@ -11,11 +11,12 @@ shown instead. Blocks: ``blocks: slurm`` where ``scontrol show topology`` groups
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -139,21 +140,37 @@ def collect(
     from clusteraccept.plan.jobs import make_plan
 
     export_client_env(site)
-    if req.executor == "local":  # the submit host is the node: its probes read this environment
-        os.environ.update(dict(req.env))
     plan = make_plan(site, families=families, nccl=False)
     layer = JobLayer(site, run_dir, dry_run=req.dry_run, executor=req.executor)
-    for pj in plan.probe_jobs:
-        pj = replace(pj, nodes=tuple(n for n in pj.nodes if nodes is None or n in nodes))
-        if pj.nodes:
-            layer.submit_probes(pj, flow.probe_options(site))
+    # local: the submit host is the node, its probes read this process's environment (only while they run)
+    with _environ(dict(req.env) if req.executor == "local" else {}):
+        for pj in plan.probe_jobs:
+            pj = replace(pj, nodes=tuple(n for n in pj.nodes if nodes is None or n in nodes))
+            if pj.nodes:
+                layer.submit_probes(pj, flow.probe_options(site))
+        outcomes = layer.wait()
     archived: list[tuple[Evidence, str]] = []
     said: list[str] = []
-    for o in layer.wait():
+    for o in outcomes:
         archived += archive_job(run_dir, o.name, o.evidence)
         if o.missing or o.state not in ("COMPLETED", "DRY_RUN", "FINISHED", "DONE"):
             said.append(o.message)
     return [(ev, ref) for ev, ref in archived if ev.meta.get("check") in families], said
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ while inside, what was there before after."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # Turns the roce probes on for the second job; its values are no expectation: the probes read every rail's

@@ -4,6 +4,7 @@ tests/integration/test_init.py."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ def test_init_writes_a_site_the_loader_accepts_with_the_demos_node_type_and_devi
     hosts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _init(hosts, tmp_path, monkeypatch=monkeypatch) == 0
+    assert "CLUSTERACCEPT_HOST_PROFILE" not in os.environ  # given to the probes only while they ran
     out = capsys.readouterr().out
     path = tmp_path / "site" / "demo-init.yaml"
     site = parse_site(path, yaml.safe_load(path.read_text()))
