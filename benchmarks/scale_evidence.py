@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -51,6 +50,7 @@ from clusteraccept.sim.hosts import build_profiles, faults_for
 from clusteraccept.sim.nccl_tests import install_bin_dir
 from clusteraccept.sim.prepare import fabric_doc, simulate_step
 from clusteraccept.sim.traffic import bump
+from clusteraccept.site.env_file import exported
 from clusteraccept.site.model import Site
 
 NOISE = 0.02  # +-2% busbw noise (the fabric model's default is 1%)
@@ -107,17 +107,8 @@ _CTX: Context | None = None
 @contextmanager
 def as_host(profiles: Path, node: str) -> Iterator[None]:
     """hostio resolves to ``node``'s simulated host profile (as on that node of a simulated site)."""
-    keys = (hostio.PROFILE_ENV, "CLUSTERACCEPT_HOSTNAME")
-    old = {k: os.environ.get(k) for k in keys}
-    os.environ.update({hostio.PROFILE_ENV: str(profiles), "CLUSTERACCEPT_HOSTNAME": node})
-    try:
+    with exported({hostio.PROFILE_ENV: str(profiles), "CLUSTERACCEPT_HOSTNAME": node}):
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def traffic_rounds(plan: Plan) -> tuple[list[dict[str, int]], int]:

@@ -11,12 +11,10 @@ shown instead. Blocks: ``blocks: slurm`` where ``scontrol show topology`` groups
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import os
 import re
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,13 +22,14 @@ from typing import Any
 import hostlist
 import yaml
 
-from clusteraccept.checks.hostfacts import by_node, gpu_addresses
+from clusteraccept.checks.hostfacts import NodeEvidence, by_node, gpu_addresses
 from clusteraccept.errors import ArchiveError, InitError, SiteConfigError, SubmitError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive_job
 from clusteraccept.ops.shape import NodeShape, shape
 from clusteraccept.ops.sitefile import NodeTypeDraft, deviation_table, drafts, gpudirect_lines, render
 from clusteraccept.rundir import new_run_id
+from clusteraccept.site.env_file import exported
 from clusteraccept.site.load import parse_site
 from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import REST_BLOCK
@@ -143,7 +142,7 @@ def collect(
     plan = make_plan(site, families=families, nccl=False)
     layer = JobLayer(site, run_dir, dry_run=req.dry_run, executor=req.executor)
     # local: the submit host is the node, its probes read this process's environment (only while they run)
-    with _environ(dict(req.env) if req.executor == "local" else {}):
+    with exported(dict(req.env) if req.executor == "local" else {}):
         for pj in plan.probe_jobs:
             pj = replace(pj, nodes=tuple(n for n in pj.nodes if nodes is None or n in nodes))
             if pj.nodes:
@@ -156,21 +155,6 @@ def collect(
         if o.missing or o.state not in ("COMPLETED", "DRY_RUN", "FINISHED", "DONE"):
             said.append(o.message)
     return [(ev, ref) for ev, ref in archived if ev.meta.get("check") in families], said
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    """``values`` in os.environ while inside, what was there before after."""
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 # Turns the roce probes on for the second job; its values are no expectation: the probes read every rail's
@@ -210,17 +194,11 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def iommu_of(evidence: Sequence[tuple[Evidence, str]], shapes: Sequence[NodeShape]) -> dict[str, set[str]]:
+def iommu_of(per: dict[str, NodeEvidence], shapes: Sequence[NodeShape]) -> dict[str, set[str]]:
     """Each typed node's GPUs' IOMMU modes (checks/gpudirect.iommu_modes): the GPU addresses from the
     topology evidence's nvidia-smi, the groups from the gpudirect probe's sysfs reads."""
     from clusteraccept.checks.gpudirect import iommu_modes
 
-    keep = [
-        (ev, ref)
-        for ev, ref in evidence
-        if ev.meta.get("check") == FAMILY or (ev.path and not ev.argv)  # gpudirect's files, not its commands
-    ]
-    per = by_node(keep)
     out: dict[str, set[str]] = {}
     for s in shapes:
         addrs, _ = gpu_addresses(per[s.node])
@@ -229,11 +207,21 @@ def iommu_of(evidence: Sequence[tuple[Evidence, str]], shapes: Sequence[NodeShap
     return out
 
 
-def shapes_of(
-    evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]
-) -> tuple[list[NodeShape], list[str]]:
+def node_evidence(evidence: Sequence[tuple[Evidence, str]]) -> dict[str, NodeEvidence]:
+    """Each node's topology evidence with the gpudirect probe's files (its commands left out: they would
+    answer ``command()`` before the topology probe's own nvidia-smi), one reading for shapes and IOMMU;
+    only the nodes the topology evidence came back from."""
+    topo_hosts = {ev.host for ev, _ in evidence if ev.meta.get("check") == FAMILY}
+    kept = [
+        (ev, ref)
+        for ev, ref in evidence
+        if ev.host in topo_hosts and (ev.meta.get("check") == FAMILY or (ev.path and not ev.argv))
+    ]
+    return by_node(kept)
+
+
+def shapes_of(per: dict[str, NodeEvidence], nodes: Sequence[str]) -> tuple[list[NodeShape], list[str]]:
     """Each answering node's shape, in node order, and a line for each node that cannot be typed."""
-    per = by_node(evidence)
     shapes, said = [], []
     for node in nodes:
         if node not in per:
@@ -271,8 +259,8 @@ def _run(req: InitRequest, say: Callable[[str], None]) -> int:
         return 0
     for line in problems:
         say(f"init: {line}")
-    topology = [(ev, ref) for ev, ref in evidence if ev.meta.get("check") == FAMILY]
-    shapes, said = shapes_of(topology, nodes)
+    per = node_evidence(evidence)
+    shapes, said = shapes_of(per, nodes)
     for line in said:
         say(line)
     if not shapes:
@@ -283,7 +271,7 @@ def _run(req: InitRequest, say: Callable[[str], None]) -> int:
     # the evidence's folder by its pattern: a second init that finds the same cluster writes the same file
     source = f"{req.reports_dir / req.name}/init-*"
     text = render(req.name, _slurm_section(req), types, source, dict(req.env))
-    text += "".join(f"{line}\n" for line in gpudirect_lines(iommu_of(evidence, shapes)))
+    text += "".join(f"{line}\n" for line in gpudirect_lines(iommu_of(per, shapes)))
     text += "".join(f"{line}\n" for line in roce_lines(req, text, types, run_dir)) + _blocks(site)
     try:  # the file must be one the suite accepts: a refusal is init's own bug, said as the loader says it
         parse_site(req.out, yaml.safe_load(text))
