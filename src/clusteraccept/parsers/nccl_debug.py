@@ -283,9 +283,10 @@ _NET_NOT_FOUND = re.compile(r"Error: network (?P<net>.+?) not found\.?\s*")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
 
-def _add(seq: list[Any], item: Any) -> None:
-    if item not in seq:
-        seq.append(item)
+def _add(seq: dict[Any, None], item: Any) -> None:
+    """Keep the first of equal items, in order: an ordered set (a list's ``in`` was quadratic: a step's
+    log lists every rank's rings and graphs, 38 million comparisons at 256 nodes)."""
+    seq.setdefault(item)
 
 
 _TUPLES = (
@@ -317,6 +318,9 @@ _TUPLES = (
     "tcp_net_devices",
     "tcp_rail_swaps",
 )
+
+
+_KEPT_ALL = ("connections", "gdr", "ring_gdr", "warnings")  # every line, repeats too (the others: _add)
 
 
 def _message(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -> None:
@@ -452,7 +456,7 @@ def _tcp_plugin(acc: dict[str, Any], msg: str, host: str | None, line_no: int) -
 
 def parse(text: str) -> NcclDebug:
     """Parse an NCCL_DEBUG=INFO log (possibly mixed with other output)."""
-    acc: dict[str, Any] = {name: [] for name in _TUPLES}
+    acc: dict[str, Any] = {name: [] if name in _KEPT_ALL else {} for name in _TUPLES}
     acc.update(
         nccl_version=None,
         nccl_version_full=None,
