@@ -165,6 +165,13 @@ class _TextParser:
             return
         if self.runs > 1:  # a later, independent run: counted, not merged
             return
+        table = not hashed and self.cols is not None and self.runs == 1 and not self.footer_seen
+        if table and _ROW_START.match(s):  # a result row: no rule before the table's own can match one
+            self.rows.append(self.row(no, body.split()))
+            return
+        if self.in_devices and body.startswith("Rank") and (m := _RANK.match(body)):
+            self.rank_line(no, m)  # the device list: one line per rank, before the table
+            return
         if m := _VERSION.search(body):
             self.version, self.nccl_version = m.group(1), nccl_version_of(int(m.group(3)))
         elif m := _STARTING.search(body):

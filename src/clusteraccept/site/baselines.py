@@ -33,7 +33,25 @@ class Reference:
 
 
 def lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
-    """The reference whose pattern matches ``key`` most specifically, or None."""
+    """The reference whose pattern matches ``key`` most specifically, or None. Remembered per mapping and
+    key: a run asks for the same few hundred keys once per measured size (millions of times at scale),
+    each an fnmatch over every pattern; a Site's baselines are never changed once loaded."""
+    memo = _LOOKUPS.get(id(baselines))
+    if memo is None or memo[0] is not baselines:  # held, so its id is not reused while it is remembered
+        if len(_LOOKUPS) >= 8:
+            _LOOKUPS.clear()
+        memo = _LOOKUPS[id(baselines)] = (baselines, {})
+    found = memo[1].get(key, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = memo[1][key] = _lookup(baselines, key)
+    return found  # type: ignore[return-value]
+
+
+_UNKNOWN = object()
+_LOOKUPS: dict[int, tuple[Mapping[str, Reference], dict[str, object]]] = {}
+
+
+def _lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
     best: tuple[int, Reference] | None = None
     for pattern, reference in baselines.items():
         if fnmatch.fnmatchcase(key, pattern):
