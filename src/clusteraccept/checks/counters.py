@@ -63,13 +63,17 @@ class Interval:
         return (", ".join(own) if own else "no step on this rail") + where
 
 
-def intervals(snaps: Sequence[Archived]) -> tuple[list[Interval], list[str]]:
-    """Consecutive snapshot pairs per campaign, and what could not be used (parse errors, gaps)."""
+Intervals = tuple[list["Interval"], list[str]]
+
+
+def intervals(snaps: Sequence[Archived], *, nics: bool = True, nvlink: bool = True) -> Intervals:
+    """Consecutive snapshot pairs per campaign, and what could not be used (parse errors, gaps). A judge
+    of one part reads only it (``nics``: the NICs' counters, ``nvlink``: the GPUs' NVLink counters)."""
     problems: list[str] = []
     by_campaign: dict[str, list[tuple[int, Evidence, str, pc.Snapshot]]] = defaultdict(list)
     for ev, path in snaps:
         try:
-            parsed = pc.parse(ev.stdout)
+            parsed = pc.parse(ev.stdout, rails=nics, nvlink=nvlink)
         except ParseError as exc:
             problems.append(f"could not parse counter snapshot {path}: {exc}")
             continue
@@ -284,10 +288,11 @@ def _roce_findings(p: int, d: pc.RailDelta) -> tuple[dict[str, int], int, int]:
     return found, per_prio[p], sum(per_prio)
 
 
-def roce_counters(roce: Roce, where: str, rail: int, subject: str, snaps: Sequence[Archived]) -> Verdict:
-    """``roce.counters``: nothing lossy happened on the port while traffic (or the idle window) ran."""
+def roce_counters(roce: Roce, where: str, rail: int, subject: str, node_ivs: Intervals) -> Verdict:
+    """``roce.counters``: nothing lossy happened on the port while traffic (or the idle window) ran.
+    ``node_ivs``: the node's :func:`intervals`, read once for all its rails."""
     check, p = "roce.counters", roce.lossless_priority
-    ivs, problems = intervals(snaps)
+    ivs, problems = node_ivs
     used, window = _windows(ivs, rail)
     used = [i for i in used if i.rails[rail].ethtool is not None]
     if not used:

@@ -693,7 +693,7 @@ def link_error_verdicts(
     out = []
     # every node with snapshots too: a due-only run's partners are counted, and their errors never hidden
     for node in dict.fromkeys([*nodes, *(n for n in site.nodes if n in by_node)]):
-        ivs, problems = counters.intervals(by_node.get(node, []))
+        ivs, problems = counters.intervals(by_node.get(node, []), nvlink=False)  # NVLink's: nvlink.errors
         nt = site.node_type(node)
         for r in nt.rails:
             if not nt.verbs:

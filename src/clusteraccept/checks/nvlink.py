@@ -278,7 +278,7 @@ def _rises(ivs: list[Interval], gpu: int) -> tuple[dict[str, int], list[str], li
 def judge_errors(node: str, gpus: int, snaps: list[Archived]) -> list[Verdict]:
     check = "nvlink.errors"
     subjects = [gpu_subject(node, g) for g in range(gpus)]
-    ivs, problems = intervals(snaps)
+    ivs, problems = intervals(snaps, nics=False)  # the NICs' counters are nccl.link_errors'
     ivs = [i for i in ivs if i.window == "traffic"]
     failed = [i.nvlink_failed for i in ivs if i.nvlink_failed]
     readable = [i for i in ivs if i.nvlink is not None]

@@ -207,7 +207,7 @@ def check_gid(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
 def check_counters(roce: Roce, site: Site, r: RailEvidence, subject: str) -> Verdict:
     """Pause/discard/priority evidence of the port's counters (checks/counters.py): the campaign's
     snapshots around traffic when the run has them, else the probe's idle window."""
-    return counters.roce_counters(roce, r.where, r.rail.index, subject, r.roles.get("counters", []))
+    return counters.roce_counters(roce, r.where, r.rail.index, subject, r.counters())
 
 
 RAIL_CHECKS: dict[str, Callable[[Roce, Site, RailEvidence, str], Verdict]] = {

@@ -143,7 +143,8 @@ def test_roce_traffic_on_the_wrong_priority_and_drops(
     n.pair_round("node3", "node4", list(range(8)), "pairs 2")
 
     def judge(node: str) -> Verdict:
-        return counters.roce_counters(s.roce, f"{node} rail0", 0, f"{node}:rail0", n.of(node))  # type: ignore[arg-type]
+        found = counters.intervals(n.of(node))
+        return counters.roce_counters(s.roce, f"{node} rail0", 0, f"{node}:rail0", found)  # type: ignore[arg-type]
 
     v = judge("node1")
     assert v.outcome is Outcome.FAIL and v.message.startswith(
@@ -233,3 +234,29 @@ def test_the_message_points_where_the_counter_points(rising: dict[str, int], say
     advice = ("physical errors on this link", "corrupted upstream", "outbound packets discarded")
     assert sum(a in v.message for a in advice) == 1  # the one that applies, not a list of guesses
     assert " during ;" not in v.message  # no step known for the interval: none named
+
+
+def test_a_roce_node_reads_its_counter_snapshots_once_for_all_its_rails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rail of a node shares the node's snapshots: they were parsed again per rail (8x on 8 rails)."""
+    from clusteraccept.checks.roce_evidence import rails_of
+    from clusteraccept.parsers import counters as pc
+
+    s = site("demo-roce", [])
+    n = Nodes(s, tmp_path, monkeypatch)
+    n.snapshot()
+    n.pair_round("node1", "node2", list(range(8)), "pairs 1")
+    snaps = n.of("node1")
+    alone = counters.intervals(snaps, nvlink=False)
+    reads: list[str] = []
+    real = pc.parse
+
+    def counted(text: str, **parts: bool) -> Any:
+        reads.append(text)
+        return real(text, **parts)
+
+    monkeypatch.setattr(pc, "parse", counted)
+    rails = rails_of("node1", s.node_type("node1").rails, snaps)
+    assert len(rails) == 8 and all(r.counters() == alone for r in rails)
+    assert len(snaps) == 2 and len(reads) == 2  # each snapshot once, not once per rail

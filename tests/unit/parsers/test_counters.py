@@ -126,3 +126,15 @@ def test_nvlink_section_and_its_rise_between_two_snapshots() -> None:
     assert "version mismatch" in failed.nvlink.error and nvlink_delta(failed.nvlink, after.nvlink) is None
     # a damaged nvidia-smi line is named by its line in the snapshot
     assert_parse_error_at(parse, _nv(1).replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: x"), 14)
+
+
+def test_one_part_read_alone_is_the_same_as_in_the_whole() -> None:
+    # a judge of one part (nvlink.errors: NVLink; nccl.link_errors, roce.counters: the NICs) reads only it
+    whole = parse(_nv(2))
+    nics, links = parse(_nv(2), nvlink=False), parse(_nv(2), rails=False)
+    assert nics.rails == whole.rails and nics.nvlink is None
+    assert links.rails == {} and links.nvlink == whole.nvlink
+    # a damaged NVLink section is still named at its line when the NVLink part is read, and not read otherwise
+    bad = _nv(1).replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: x")
+    assert_parse_error_at(lambda t: parse(t, rails=False), bad, 14)
+    assert parse(bad, nvlink=False).rails == whole.rails
