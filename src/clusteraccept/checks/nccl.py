@@ -12,8 +12,10 @@ Verdicts:
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -530,14 +532,13 @@ def _cpus() -> int:
 
 
 def _may_fork() -> bool:
-    """Fork only a single-threaded process: a lock another thread holds at fork time stays held in the
-    child (a pytest-xdist worker has execnet's I/O thread; it judges serially)."""
-    if "fork" not in mp.get_all_start_methods():
-        return False
-    try:
-        return len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        return False
+    """Fork only where no other Python thread runs: a lock one holds at fork time stays held in the child
+    (a pytest-xdist worker has execnet's I/O thread; it judges serially). Native threads do not count:
+    numpy's OpenBLAS starts one at import (so every process that imports pandas has two) and stops its pool
+    around fork (openblas_fork_handler: pthread_atfork(blas_thread_shutdown_, ...), OpenBLAS
+    driver/others/memory.c), and a worker does no linear algebra; counting them (the task list under
+    /proc) left every run judging on one core."""
+    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
 
 
 def judge_steps(site: Site, steps: list[tuple[Evidence, str]], nic_pci: NicPci | None = None) -> Judged:
@@ -555,11 +556,15 @@ def judge_steps(site: Site, steps: list[tuple[Evidence, str]], nic_pci: NicPci |
     chunk = -(-len(steps) // (workers * 4))
     bounds = [(i, min(i + chunk, len(steps))) for i in range(0, len(steps), chunk)]
     _SHARED = (site, steps, nic_pci or {})
+    # the collector would walk every object the parent holds (the whole run's evidence) in each worker,
+    # copying every page it touches: frozen, the workers leave them alone (gc.freeze's own advice for fork)
+    gc.freeze()
     try:
         with mp.get_context("fork").Pool(workers) as pool:
             parts = pool.map(_judge_range, bounds)
     finally:
         _SHARED = None
+        gc.unfreeze()
     return (
         [v for vs, _, _ in parts for v in vs],
         [r for _, rs, _ in parts for r in rs],

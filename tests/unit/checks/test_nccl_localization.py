@@ -208,6 +208,23 @@ def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) ->
     assert run(site) == serial
 
 
+def test_a_process_with_numpy_loaded_judges_over_the_cores_and_one_with_a_python_thread_does_not() -> None:
+    """numpy's OpenBLAS starts a native thread at import: counted as a thread, it kept every run on one
+    core. Only another Python thread (an xdist worker's I/O thread) keeps the judging serial."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading, time, pandas\n"
+        "from clusteraccept.checks.nccl import _may_fork\n"
+        "print(_may_fork())\n"
+        "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+        "print(_may_fork())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False"], out
+
+
 def test_a_pair_slow_at_a_smaller_size_only_is_still_explained() -> None:
     """Localization reads each pair at its largest size; slow at 1 GiB but fine at 8 GiB is slow."""
     site = make_site([])
