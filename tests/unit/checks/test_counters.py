@@ -260,3 +260,26 @@ def test_a_roce_node_reads_its_counter_snapshots_once_for_all_its_rails(
     rails = rails_of("node1", s.node_type("node1").rails, snaps)
     assert len(rails) == 8 and all(r.counters() == alone for r in rails)
     assert len(snaps) == 2 and len(reads) == 2  # each snapshot once, not once per rail
+
+
+def _snap(seq: str, nic_part: str, nvlink_part: str) -> Archived:
+    text = f"## rail 0 hca mlx5_0 port 1 netdev -\n### link_layer\nInfiniBand\n{nic_part}{nvlink_part}"
+    meta = {"window": "traffic", "campaign": "c", "seq": seq, "t_s": seq}
+    return Evidence("node1", "counters", path="/sys/class/infiniband", stdout=text, meta=meta), f"raw/{seq}"
+
+
+def test_a_part_of_a_snapshot_that_does_not_parse_is_an_error_of_its_own_judge_only() -> None:
+    """nvlink.errors reads the NVLink section, nccl.link_errors and roce.counters the NICs': garbage in
+    one part is its judge's ERROR, and no longer makes the other part's counters unreadable."""
+    nics = "### ib-counters\nsymbol_error: 0\n"
+    links = "## nvlink rc=0\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n\t Link 0: CRC Errors: {}\n"
+    bad_links = [_snap("0", nics, links.format(0)), _snap("1", nics, links.format("x"))]
+    ivs, problems = counters.intervals(bad_links, nvlink=False)
+    assert problems == [] and len(ivs) == 1 and 0 in ivs[0].rails
+    ivs, problems = counters.intervals(bad_links, nics=False)
+    assert ivs == [] and problems[0].startswith("could not parse counter snapshot raw/1: line 8")
+    bad_nics = [_snap("0", nics, links.format(0)), _snap("1", "### bogus\n", links.format(3))]
+    ivs, problems = counters.intervals(bad_nics, nvlink=False)
+    assert ivs == [] and "could not parse counter snapshot raw/1: line 4" in problems[0]
+    ivs, problems = counters.intervals(bad_nics, nics=False)
+    assert problems == [] and ivs[0].nvlink == {(0, 0): {"CRC Errors": 3}}

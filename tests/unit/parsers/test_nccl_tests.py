@@ -418,3 +418,22 @@ def test_output_of_nothing_but_nccls_own_lines_ending_in_a_warn_is_a_failed_run(
     assert parse(tagged).failure == "NCCL WARN NET/GPUDirectTCPX register x"
     with pytest.raises(ParseError):
         parse("n1:9:9 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\nsomething else\n")
+
+
+@pytest.mark.parametrize(
+    "glued",
+    [
+        "# Out of bounds values : 0 OK",
+        "# Avg bus bandwidth    : 111.696",
+        "# Collective test concluded: all_reduce_perf",
+    ],
+)
+def test_a_footer_glued_to_the_last_result_row_is_an_error_not_a_row_lost(glued: str) -> None:
+    """A result row is read before the table's other rules: the footer glued to it by an unbuffered
+    launcher no longer takes the row's place (it was dropped silently: one size fewer judged)."""
+    lines = load("allreduce-1node-2xh200-v2.19.6.txt").splitlines()
+    last = max(i for i, ln in enumerate(lines) if re.match(r"\s*\d+\s+\d+\s", ln))
+    lines[last] += glued
+    with pytest.raises(ParseError) as err:
+        parse("\n".join(lines))
+    assert err.value.line_no == last + 1 and "a result row of" in err.value.expected
