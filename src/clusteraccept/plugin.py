@@ -538,9 +538,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             compare=opt("--compare"),
         )
         state.report_lines = written.summary_lines()
+        results = state.results or read_json(path)
         if state.only_due:  # say first what this run was restricted to (or that nothing was due)
-            line = due_scope.summary_line(state.results or read_json(path))
+            line = due_scope.summary_line(results)
             state.report_lines[:0] = [line] if line else []
+        if results.get("interrupted") and session.exitstatus == pytest.ExitCode.OK:
+            # An item passes on the steps that came back and skips the ones its cancelled job never ran,
+            # so a run stopped late can have no failed item: the nightly entry's exit must still say the
+            # run is not whole (docs/faults.md, "the run killed mid-run")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            state.report_lines.append(
+                f"  INCOMPLETE, exit {int(pytest.ExitCode.TESTS_FAILED)}: the run was interrupted "
+                f"({results['interrupted']}) and its jobs cancelled; --resume {state.run_dir} completes it"
+            )
         drain = session.config.getoption("--drain-failed")
         if drain and state.site is not None:  # ops: opt-in drain/undrain after the run
             from clusteraccept.ops.drain import run_for_site
