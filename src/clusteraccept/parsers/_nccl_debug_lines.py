@@ -6,8 +6,10 @@ Mellanox/nccl-rdma-sharp-plugins) are listed once, in nccl_debug.py's docstring.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from clusteraccept.errors import ParseError
 
@@ -46,10 +48,10 @@ class NcclConnection:
     gdrdma: bool  # "/GDRDMA" on the line
     via: str  # the text after "via ", verbatim
 
-    @property
+    @cached_property
     def family(self) -> str:
-        """ "NET", "COLLNET", "P2P" or "SHM"."""
-        return self.transport.split("/", 1)[0]
+        """ "NET", "COLLNET", "P2P" or "SHM" (kept: the judges ask it ~50 times a step's log)."""
+        return self.transport.partition("/")[0]
 
 
 @dataclass(frozen=True)
@@ -208,38 +210,51 @@ def net_devices(host: str | None, net: str, listing: str, line_no: int) -> list[
 
 def connection(msg: str, host: str | None, line_no: int) -> NcclConnection:
     """One ``Channel/Ring/CollNet ... via TRANSPORT`` message (the text after ``NCCL INFO``)."""
+    try:
+        parts = _connection_parts(msg)
+    except ParseError as exc:  # read once per message text: the line it is on is this one
+        raise ParseError(line_no, exc.expected, exc.got) from None
+    return NcclConnection(line_no, host, *parts)
+
+
+# (channel, conn_index, src_rank, dst_rank, direction, transport, net, net_dev, proxy_rank, gdrdma, via)
+_Parts = tuple[int, int | None, int, int | None, str | None, str, str | None, int | None, int | None, bool, str]
+
+
+@functools.lru_cache(maxsize=4096)
+def _connection_parts(msg: str) -> _Parts:
+    """What a connection message says, remembered by its text: a cluster's logs repeat the same few
+    dozen (every pair step on a rail prints the same channels), ~5 us each to read again."""
     m = _CONN.fullmatch(msg) or _COLLCONN.fullmatch(msg)
     if m is None:
-        raise ParseError(line_no, "'Channel NN/N : a[x] -> b[y] [send|receive] via TRANSPORT'", msg)
+        raise ParseError(0, "'Channel NN/N : a[x] -> b[y] [send|receive] via TRANSPORT'", msg)
     via = m["via"]
     net: str | None = None
     net_dev = proxy = None
     gdrdma = False
     if v := _VIA_NET.fullmatch(via):
-        transport, net, net_dev = f"{v['fam']}/{v['net']}", v["net"], to_int(v["dev"], line_no)
-        proxy = to_int(v["proxy"], line_no) if v["proxy"] else None
+        transport, net, net_dev = f"{v['fam']}/{v['net']}", v["net"], to_int(v["dev"], 0)
+        proxy = to_int(v["proxy"], 0) if v["proxy"] else None
         gdrdma = bool(v["gdr"])
     elif v := _VIA_P2P.fullmatch(via):
         transport = "P2P/" + v["mode"].split("/", 1)[0]
     elif _VIA_SHM.fullmatch(via):
         transport = "SHM"
     else:
-        raise ParseError(line_no, "a transport NET/<net>/<dev>, COLLNET/..., P2P/<mode> or SHM/...", via)
+        raise ParseError(0, "a transport NET/<net>/<dev>, COLLNET/..., P2P/<mode> or SHM/...", via)
     groups = m.groupdict()
     if (groups.get("dst") is None) != transport.startswith("COLLNET/"):
-        raise ParseError(line_no, "COLLNET only on CollNet lines", msg)
-    return NcclConnection(
-        line_no=line_no,
-        host=host,
-        channel=to_int(m["ch"], line_no),
-        conn_index=to_int(m["ci"], line_no) if m["ci"] else None,
-        src_rank=to_int(m["src"], line_no),
-        dst_rank=to_int(groups["dst"], line_no) if groups.get("dst") else None,
-        direction=m["dir"],
-        transport=transport,
-        net=net,
-        net_dev=net_dev,
-        proxy_rank=proxy,
-        gdrdma=gdrdma,
-        via=via,
+        raise ParseError(0, "COLLNET only on CollNet lines", msg)
+    return (
+        to_int(m["ch"], 0),
+        to_int(m["ci"], 0) if m["ci"] else None,
+        to_int(m["src"], 0),
+        to_int(groups["dst"], 0) if groups.get("dst") else None,
+        m["dir"],
+        transport,
+        net,
+        net_dev,
+        proxy,
+        gdrdma,
+        via,
     )

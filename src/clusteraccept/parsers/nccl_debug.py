@@ -279,6 +279,16 @@ _FASTRAK_SHIM = re.compile(
     r"Initialized shim for GPU with CUDA index \d+, FasTrak index \d+, and pci_path: \S*, the "
     r"corresponding closest net device is: (?P<d>\d+) \((?P<name>[^)\s]+)\)\s*"
 )
+# What every message _tcp_plugin reads starts with (its branches and _TCP_FAILED's alternatives): the
+# other messages, all but a handful of a log, skip it
+_TCP_STARTS = (
+    "NET/FasTrak ",
+    "NET/GPUDirectTCPX",
+    "unix client ",
+    "update flow steering rule: ",
+    "Timeout: RxDM not ready",
+    "Plug-in core initialization failed",
+)
 _NET_NOT_FOUND = re.compile(r"Error: network (?P<net>.+?) not found\.?\s*")
 _BOOTSTRAP = re.compile(r"Bootstrap ?: Using (?:\[\d+\])?(?P<if>[^\s:\[\]]+):")
 
@@ -475,6 +485,8 @@ def parse(text: str) -> NcclDebug:
     )
     nccl_lines = 0
     for line_no, line in enumerate(text.splitlines(), start=1):
+        if "NCCL" not in line:  # neither an NCCL log line nor a bare version line: nccl-tests' own half
+            continue
         lm = _LEVEL.search(line)
         host: str | None = None
         if lm is None:
@@ -487,7 +499,8 @@ def parse(text: str) -> NcclDebug:
                 host = pm["host"]
                 _add(acc["hosts"], host)
         nccl_lines += 1
-        _tcp_plugin(acc, msg, host, line_no)
+        if msg.startswith(_TCP_STARTS):
+            _tcp_plugin(acc, msg, host, line_no)
         if level == "WARN":
             acc["warnings"].append(msg)
             if msg.startswith(("Cannot initialize CollNet", "CollNet is not supported")):
