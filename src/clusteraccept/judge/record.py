@@ -63,7 +63,26 @@ class _Interned:
         return ((i, t) for t, i in self.ids.items())
 
 
-def _row(seq: int, v: Mapping[str, Any], evidence: _Interned, labels_of: _Interned) -> tuple[Any, ...]:
+def _labels_json(labels: Mapping[str, Any], seen: dict[frozenset[Any], str]) -> str:
+    """``labels`` as stored: JSON, its keys sorted; remembered by content (a few hundred distinct label
+    sets among a million verdicts, ~3 us each to dump). Labels are strings; any other value is dumped each
+    time (1, 1.0 and True are one key to a set, and three texts in JSON)."""
+    if not all(x.__class__ is str for x in labels.values()):
+        return json.dumps(labels, separators=(",", ":"), sort_keys=True)
+    key = frozenset(labels.items())
+    got = seen.get(key)
+    if got is None:
+        got = seen[key] = json.dumps(labels, separators=(",", ":"), sort_keys=True)
+    return got
+
+
+def _row(
+    seq: int,
+    v: Mapping[str, Any],
+    evidence: _Interned,
+    labels_of: _Interned,
+    dumped: dict[frozenset[Any], str] | None = None,
+) -> tuple[Any, ...]:
     value = v.get("value")
     num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     text = None if num is not None or value is None else str(value)
@@ -83,7 +102,7 @@ def _row(seq: int, v: Mapping[str, Any], evidence: _Interned, labels_of: _Intern
         v.get("upper"),
         v.get("unit") or "",
         evidence.id_of("\n".join(v.get("evidence") or ())),
-        labels_of.id_of(json.dumps(labels, separators=(",", ":"), sort_keys=True) if labels else ""),
+        labels_of.id_of(_labels_json(labels, {} if dumped is None else dumped) if labels else ""),
     )
 
 
@@ -127,10 +146,11 @@ def write(run_dir: Path, results: dict[str, Any], verdicts: Iterable[Mapping[str
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
         )
         evidence, labels = _Interned(), _Interned()
+        dumped: dict[frozenset[Any], str] = {}
         rows = []
         for seq, v in enumerate(verdicts):
             counts[v["outcome"]] += 1
-            rows.append(_row(seq, v, evidence, labels))
+            rows.append(_row(seq, v, evidence, labels, dumped))
             if len(rows) >= 50_000:
                 con.executemany(_INSERT, rows)
                 rows.clear()

@@ -89,3 +89,17 @@ def test_a_store_of_another_schema_is_refused_by_name(demo_run: DemoRun, tmp_pat
     con.close()
     with pytest.raises(ValueError, match=r"verdicts.sqlite: expected a verdict store of schema 2, got 1"):
         record.load(run)
+
+
+def test_labels_are_stored_as_given_whatever_their_order_or_type(tmp_path: Path) -> None:
+    """Label sets are dumped once per content (record._labels_json): the same labels in another order
+    are one set, and a value that is not a string (1, 1.0, True: one key to a Python set) keeps its own."""
+    labels = [{"a": "x", "b": "y"}, {"b": "y", "a": "x"}, {"n": 1}, {"n": True}, {"n": 1.0}, {"n": "1"}]
+    verdicts = [
+        {"check": "c", "family": "f", "subject": f"s{i}", "outcome": "pass", "message": "", "labels": lab}
+        for i, lab in enumerate(labels)
+    ]
+    record.write(tmp_path, {}, verdicts)
+    back = [v["labels"] for v in record.rows(tmp_path)]
+    assert back == labels
+    assert [type(b["n"]) for b in back[2:]] == [int, bool, float, str]
