@@ -506,13 +506,16 @@ def localization_verdicts(
 
 
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
+Archived = tuple[Evidence, str]
+# The link errors' work: the nodes in verdict order, each node's counter snapshots.
+LinkWork = tuple[list[str], dict[str, list[Archived]]]
 # what forked workers read (copy-on-write)
-_SHARED: tuple[Site, list[tuple[Evidence, str]], NicPci] | None = None
+_SHARED: tuple[Site, list[Archived], NicPci, LinkWork] | None = None
 
 
 def _judge_range(bounds: tuple[int, int]) -> Judged:
     assert _SHARED is not None
-    site, steps, nic_pci = _SHARED
+    site, steps, nic_pci, _ = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
@@ -541,27 +544,43 @@ def _may_fork() -> bool:
     return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
 
 
-def judge_steps(site: Site, steps: list[tuple[Evidence, str]], nic_pci: NicPci | None = None) -> Judged:
-    """:func:`judge_step` over every step, in order: spread over the cores (forked workers, each judging a
-    contiguous range) when there are many. Parsing is most of it: 300 us per step, 4 million steps at
-    16,384 nodes."""
+def _links_range(bounds: tuple[int, int]) -> list[Verdict]:
+    assert _SHARED is not None
+    site, _, _, (order, by_node) = _SHARED
+    return _node_link_errors(site, order[bounds[0] : bounds[1]], by_node)
+
+
+def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    chunk = -(-n // parts) if n else 1
+    return [(i, min(i + chunk, n)) for i in range(0, n, chunk)]
+
+
+def judge_steps(
+    site: Site, steps: list[Archived], nic_pci: NicPci | None = None, links: LinkWork | None = None
+) -> tuple[Judged, list[Verdict]]:
+    """:func:`judge_step` over every step, in order, and the link errors of ``links``' nodes (their
+    counter snapshots: :func:`link_error_verdicts`, independent of the steps): spread over the cores
+    (forked workers, each judging a contiguous range of steps or nodes) when there are many steps.
+    Parsing is most of it: ~300 us per step, 4 million steps at 16,384 nodes; the link errors ~15 s of
+    one core at 1,024 nodes."""
     global _SHARED
     workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
+    links = links or ([], {})
+    _SHARED = (site, steps, nic_pci or {}, links)
     if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
-        _SHARED = (site, steps, nic_pci or {})
         try:
-            return _judge_range((0, len(steps)))
+            return _judge_range((0, len(steps))), _links_range((0, len(links[0])))
         finally:
             _SHARED = None
-    chunk = -(-len(steps) // (workers * 4))
-    bounds = [(i, min(i + chunk, len(steps))) for i in range(0, len(steps), chunk)]
-    _SHARED = (site, steps, nic_pci or {})
     # the collector would walk every object the parent holds (the whole run's evidence) in each worker,
     # copying every page it touches: frozen, the workers leave them alone (gc.freeze's own advice for fork)
     gc.freeze()
     try:
         with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.map(_judge_range, bounds)
+            # one queue: a worker done with its steps takes nodes' counters, and the reverse
+            judged = pool.map_async(_judge_range, _ranges(len(steps), workers * 4))
+            linked = pool.map_async(_links_range, _ranges(len(links[0]), workers * 4))
+            parts, link_parts = judged.get(), linked.get()
     finally:
         _SHARED = None
         gc.unfreeze()
@@ -569,7 +588,7 @@ def judge_steps(site: Site, steps: list[tuple[Evidence, str]], nic_pci: NicPci |
         [v for vs, _, _ in parts for v in vs],
         [r for _, rs, _ in parts for r in rs],
         [f for _, _, fs in parts for f in fs],
-    )
+    ), [v for vs in link_parts for v in vs]
 
 
 def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit]) -> list[Verdict]:
@@ -594,8 +613,9 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
 
 def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
+    links = link_work(site, [a for a in evidence if a[0].source == "counters"], nodes)
     # where an EFA or Slingshot node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
-    verdicts, rows, findings = judge_steps(site, steps, device_addresses(evidence))
+    (verdicts, rows, findings), link_errors = judge_steps(site, steps, device_addresses(evidence), links)
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
@@ -610,7 +630,7 @@ def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[
     if down:
         verdicts, rows = _without_fabric(verdicts, rows, steps, down)
     verdicts = judge_rows(site, verdicts, rows)
-    verdicts.extend(link_error_verdicts(site, [a for a in evidence if a[0].source == "counters"], nodes))
+    verdicts.extend(link_errors)
     if down:  # the node's own verdicts its fabric left without evidence (no pair rows, no traffic) say why
         verdicts = [_fabric_cause(v, down, short) for v in verdicts]
     return verdicts
@@ -688,16 +708,24 @@ def _evidence_by_key(first: list[dict[str, Any]], retests: list[dict[str, Any]])
     return out
 
 
-def link_error_verdicts(
-    site: Site, snaps: Sequence[tuple[Evidence, str]], nodes: Sequence[str]
-) -> list[Verdict]:
-    """``nccl.link_errors`` per node and rail, from the campaign's counter snapshots around traffic."""
-    by_node: dict[str, list[tuple[Evidence, str]]] = {}
+def link_work(site: Site, snaps: Sequence[Archived], nodes: Sequence[str]) -> LinkWork:
+    """The nodes whose link errors are judged, in verdict order, and each node's counter snapshots."""
+    by_node: dict[str, list[Archived]] = {}
     for a in snaps:
         by_node.setdefault(a[0].host, []).append(a)
-    out = []
     # every node with snapshots too: a due-only run's partners are counted, and their errors never hidden
-    for node in dict.fromkeys([*nodes, *(n for n in site.nodes if n in by_node)]):
+    return list(dict.fromkeys([*nodes, *(n for n in site.nodes if n in by_node)])), by_node
+
+
+def link_error_verdicts(site: Site, snaps: Sequence[Archived], nodes: Sequence[str]) -> list[Verdict]:
+    """``nccl.link_errors`` per node and rail, from the campaign's counter snapshots around traffic."""
+    order, by_node = link_work(site, snaps, nodes)
+    return _node_link_errors(site, order, by_node)
+
+
+def _node_link_errors(site: Site, order: Sequence[str], by_node: dict[str, list[Archived]]) -> list[Verdict]:
+    out = []
+    for node in order:
         ivs, problems = counters.intervals(by_node.get(node, []), nvlink=False)  # NVLink's: nvlink.errors
         nt = site.node_type(node)
         for r in nt.rails:

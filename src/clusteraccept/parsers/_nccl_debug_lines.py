@@ -218,7 +218,9 @@ def connection(msg: str, host: str | None, line_no: int) -> NcclConnection:
 
 
 # (channel, conn_index, src_rank, dst_rank, direction, transport, net, net_dev, proxy_rank, gdrdma, via)
-_Parts = tuple[int, int | None, int, int | None, str | None, str, str | None, int | None, int | None, bool, str]
+_Parts = tuple[
+    int, int | None, int, int | None, str | None, str, str | None, int | None, int | None, bool, str
+]
 
 
 @functools.lru_cache(maxsize=4096)

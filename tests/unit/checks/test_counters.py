@@ -283,3 +283,29 @@ def test_a_part_of_a_snapshot_that_does_not_parse_is_an_error_of_its_own_judge_o
     assert ivs == [] and "could not parse counter snapshot raw/1: line 4" in problems[0]
     ivs, problems = counters.intervals(bad_nics, nics=False)
     assert problems == [] and ivs[0].nvlink == {(0, 0): {"CRC Errors": 3}}
+
+
+def test_link_errors_judged_beside_the_steps_in_forked_workers_are_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nodes' link errors go through the step judging's process pool (nccl.judge_steps): each worker
+    takes ranges of steps and of nodes from one queue. The verdicts are those of the serial judging."""
+    from clusteraccept.plan.jobs import make_plan
+    from clusteraccept.sim.prepare import fabric_of, simulate_step
+
+    s = site("demo", [{"kind": "link_errors", "node": "node2", "rail": 1, "count": 25}])
+    n = Nodes(s, tmp_path, monkeypatch)
+    n.snapshot()
+    n.pair_round("node1", "node2", list(range(8)), "sendrecv pairs 1")
+    n.pair_round("node2", "node3", [1], "sendrecv pairs 2")
+    fabric = fabric_of(s)
+    steps = [(simulate_step(fabric, st), f"raw/nccl/{i}.json") for i, st in enumerate(make_plan(s).steps())]
+    links = nccl.link_work(s, n.snaps, s.nodes)
+    serial = nccl.judge_steps(s, steps, {}, links)
+    assert serial[1] == nccl.link_error_verdicts(s, n.snaps, s.nodes)
+    assert [v.subject for v in serial[1] if v.outcome is Outcome.FAIL] == ["node2:rail1"]
+    monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)
+    monkeypatch.setattr(nccl, "_cpus", lambda: 3)
+    monkeypatch.setattr(nccl, "_may_fork", lambda: True)
+    assert len(steps) >= nccl.PARALLEL_MIN and len(links[0]) > 1  # forked, several ranges of each
+    assert nccl.judge_steps(s, steps, {}, links) == serial

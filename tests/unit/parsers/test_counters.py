@@ -154,9 +154,11 @@ def _line_by_line(text: str, **parts: bool) -> object:
         counters._clean_rails = clean
 
 
-CLEAN = IB + IB.replace("rail 0 hca mlx5_0", "rail 1 hca mlx5_1").replace(
-    "port_xmit_data", "port_rcv_data"
-) + "### hw-counters /sys/class/infiniband/mlx5_1/ports/1/hw_counters\nnp_cnp_sent: 4\n"
+CLEAN = (
+    IB
+    + IB.replace("rail 0 hca mlx5_0", "rail 1 hca mlx5_1").replace("port_xmit_data", "port_rcv_data")
+    + "### hw-counters /sys/class/infiniband/mlx5_1/ports/1/hw_counters\nnp_cnp_sent: 4\n"
+)
 
 
 def test_the_one_pass_reading_of_clean_rails_is_the_line_by_line_one() -> None:
