@@ -160,8 +160,10 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
     nodes = meta["nodes"].split(",")
     if len(nodes) < 2:
         return []  # a step inside one node uses no NIC
+    net = debug.net_channels()
     for node in nodes:
-        ofi = _fabric(site, node) in LIBFABRIC_PROVIDER
+        fabric = _fabric(site, node)
+        ofi = fabric in LIBFABRIC_PROVIDER
         nt = site.node_type(node)
         rails, kind = nt.rails, "device" if ofi else ("HCA" if nt.verbs else nt.nic_noun)
         if meta.get("rail"):
@@ -169,7 +171,7 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
             what = f"rail {meta['rail']}'s {kind} {', '.join(sorted(allowed))}"
         else:
             allowed, what = {n for r in rails for n in r.devices}, f"a rail {kind} of the site"
-        if _fabric(site, node) in TCP_PLUGIN:  # the plugin names its devices itself
+        if fabric in TCP_PLUGIN:  # the plugin names its devices itself
             out.append(_tcp_nics(node, debug, allowed, what, step))
             continue
         if ofi:  # no NET/IB device listing: aws-ofi-nccl's NIC group lines
@@ -181,7 +183,7 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
             msg = f"used {', '.join(sorted(found))}" + (f", not {what}: {', '.join(stray)}" if stray else "")
             out.append(Finding("launch.nic", node, not stray, msg, step))
             continue
-        used = {c.net_dev for c in debug.net_channels() if c.host == node and c.net_dev is not None}
+        used = {c.net_dev for c in net if c.host == node and c.net_dev is not None}
         if not used:
             out.append(Finding("launch.nic", node, None, "no NET channel of this node in the NCCL log", step))
             continue

@@ -330,6 +330,7 @@ _TUPLES = (
 )
 
 
+_TUPLE_SET = frozenset(_TUPLES)  # asked per field per log: a tuple's ``in`` was 13 us of a 120-us parse
 _KEPT_ALL = ("connections", "gdr", "ring_gdr", "warnings")  # every line, repeats too (the others: _add)
 
 
@@ -514,5 +515,5 @@ def parse(text: str) -> NcclDebug:
     if nccl_lines == 0:
         raise ParseError(0, "NCCL_DEBUG log lines ('host:pid:tid [dev] NCCL INFO ...')", text[:80])
     acc["env"] = tuple(acc["env"].items())
-    fields: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in acc.items()}
+    fields: dict[str, Any] = {k: tuple(v) if k in _TUPLE_SET else v for k, v in acc.items()}
     return NcclDebug(**fields)
