@@ -92,6 +92,12 @@ class _Columns:
     timestamp: bool
     time_ms: bool  # v1.x printed milliseconds under a plain "time" with "bytes"/"N" columns
 
+    def __post_init__(self) -> None:
+        # where each column is, found once per table and not per row (a name printed twice: its last)
+        self.widths = [len(side) for side in self.sides]
+        self.at = [{name: i for i, name in enumerate(side)} for side in self.sides]
+        self.pre_at = {name: i for i, name in enumerate(self.prefix)}
+
 
 def _columns(tokens: list[str]) -> _Columns | None:
     if not tokens or tokens[0] not in _SIZE_COLUMNS or "busbw" not in tokens:
@@ -224,13 +230,16 @@ class _TextParser:
             ),
         )
 
-    def measurement(self, no: int, cols: list[str], toks: list[str], time_ms: bool) -> Measurement:
-        vals = dict(zip(cols, toks, strict=True))
-        t = _num(vals[cols[0]], no, "a time")
+    def measurement(
+        self, no: int, cols: list[str], at: dict[str, int], toks: list[str], time_ms: bool
+    ) -> Measurement:
+        """One side of a row: ``toks`` under the columns ``cols`` (``at``: where each is)."""
+        t = _num(toks[at[cols[0]]], no, "a time")
         wrong: int | None = None
         err: float | None = None
         for key in ("#wrong", "error", "res"):
-            tok = vals.get(key)
+            i = at.get(key)
+            tok = None if i is None else toks[i]
             if tok is None or tok == "N/A":
                 continue
             if key == "#wrong":  # printed with "%6g": large counts come as 1.2e+06
@@ -242,8 +251,8 @@ class _TextParser:
                 err = _num(tok, no, "an error value")
         return Measurement(
             t * 1000 if time_ms else t,
-            _num(vals["algbw"], no, "an algbw"),
-            _num(vals["busbw"], no, "a busbw"),
+            _num(toks[at["algbw"]], no, "an algbw"),
+            _num(toks[at["busbw"]], no, "a busbw"),
             wrong,
             err,
         )
@@ -253,23 +262,23 @@ class _TextParser:
         assert c is not None
         if c.timestamp:
             toks = toks[:-2]
-        n_pre, widths = len(c.prefix), [len(s) for s in c.sides]
+        n_pre, widths = len(c.prefix), c.widths
         sides: list[Measurement | None] = [None] * len(c.sides)
         if len(toks) == n_pre + sum(widths):
             at = n_pre
             for i, side in enumerate(c.sides):
-                sides[i] = self.measurement(no, side, toks[at : at + widths[i]], c.time_ms)
+                sides[i] = self.measurement(no, side, c.at[i], toks[at : at + widths[i]], c.time_ms)
                 at += widths[i]
         elif len(c.sides) == 2 and len(toks) == n_pre + widths[1]:  # no out-of-place (trace replay)
-            sides[1] = self.measurement(no, c.sides[1], toks[n_pre:], c.time_ms)
+            sides[1] = self.measurement(no, c.sides[1], c.at[1], toks[n_pre:], c.time_ms)
         else:
             want = n_pre + sum(widths)
             raise ParseError(no, f"a result row of {want} columns ({' '.join(c.prefix)} ...)", " ".join(toks))
-        pre = dict(zip(c.prefix, toks, strict=False))
         size = int(_num(toks[0], no, "a size in bytes", integer=True))
         count = int(_num(toks[1], no, "an element count", integer=True))
-        redop = pre.get("redop", pre.get("op"))
-        root = pre.get("root")
+        pre = c.pre_at
+        redop = toks[pre["redop"]] if "redop" in pre else (toks[pre["op"]] if "op" in pre else None)
+        root = toks[pre["root"]] if "root" in pre else None
         return Row(
             size,
             count,
