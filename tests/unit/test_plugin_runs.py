@@ -255,3 +255,26 @@ def test_an_interrupted_run_exits_1_even_when_no_item_failed(
     assert again.returncode == 1, again.stdout[-1500:]
     assert "INCOMPLETE, exit 1: the run was interrupted (SIGTERM)" in again.stdout
     assert f"--resume {run} completes it" in again.stdout
+
+
+def test_a_family_that_does_not_apply_has_no_items_made_at_all(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """The demo is an IB site of HGX nodes without SHARP: no RoCE, EFA, Slingshot, TCPX or SHARP items and
+    no NVLink-domain items are made (not made and then deselected: 4 items per node, 65,000 at 16,384
+    nodes), and the summary says why each family has none."""
+    proc = pytest_run(run_pytest, tmp_path, "suites/", "--collect-only", "-q")
+    assert proc.returncode == 0, proc.stdout[-1500:]
+    ids = [line for line in proc.stdout.splitlines() if line.startswith("suites/")]
+    files = {i.split("::")[0].split(":")[0] for i in ids}
+    assert files == {
+        "suites/test_gpudirect.py",
+        "suites/test_nccl_blocks.py",
+        "suites/test_nccl_nodes.py",
+        "suites/test_nvlink.py",
+        "suites/test_topology.py",
+    }, files
+    assert "deselected" not in proc.stdout
+    assert "no roce items: demo has no roce: section (not a RoCE fabric)" in proc.stdout
+    assert "no efa items: demo has no EFA node type" in proc.stdout
+    assert "no sharp items: SHARP is not enabled on demo (sharp.enabled)" in proc.stdout
