@@ -160,7 +160,7 @@ def _quote(token: str) -> str:
 def _shell_line(argv: Sequence[str]) -> str:
     """``shlex.join(argv)``, each token quoted once per process: a 16,384-node campaign writes ~4 million
     step lines of ~34 tokens, nearly all of them repeats (flags, paths, environment)."""
-    return " ".join(_quote(t) for t in argv)
+    return " ".join(map(_quote, argv))  # map: no generator frame per token (~40 million at 4,096 nodes)
 
 
 class JobLayer:

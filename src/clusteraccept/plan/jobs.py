@@ -192,6 +192,7 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
     # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port'). NCCL_IB_HCA is NET/IB's
     # own: an EFA rail is GPU k alone, and aws-ofi-nccl gives it the EFA devices nearest it (the NCCL
     # log's channel lines say which: checks/launch.py)
+    tool, off = tool_of(site), tuple(off_nvlink.items())  # once per pair: ~4 million steps at 16,384 nodes
     return [
         Step(
             "pair",
@@ -200,15 +201,11 @@ def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[
             (a, b),
             rail.index,
             f"{a}-{b}:rail{rail.index}",
-            (
-                ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
-                *rail_pin(site, a, rail),
-                *off_nvlink.items(),
-            ),
+            (("CUDA_VISIBLE_DEVICES", str(rail.gpu)), *rail_pin(site, a, rail), *off),
             shape,
             node_pos,
             env_pos,
-            tool_of(site),
+            tool,
         )
         for rail in site.node_type(a).rails
     ]
