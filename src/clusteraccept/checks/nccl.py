@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import counters, efa, slingshot, tcpx
+from clusteraccept.checks import Archived, counters, efa, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
@@ -506,7 +506,6 @@ def localization_verdicts(
 
 
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
-Archived = tuple[Evidence, str]
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
 # what forked workers read (copy-on-write)

@@ -81,7 +81,7 @@ def _row(
     v: Mapping[str, Any],
     evidence: _Interned,
     labels_of: _Interned,
-    dumped: dict[frozenset[Any], str] | None = None,
+    dumped: dict[frozenset[Any], str],
 ) -> tuple[Any, ...]:
     value = v.get("value")
     num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -102,7 +102,7 @@ def _row(
         v.get("upper"),
         v.get("unit") or "",
         evidence.id_of("\n".join(v.get("evidence") or ())),
-        labels_of.id_of(_labels_json(labels, {} if dumped is None else dumped) if labels else ""),
+        labels_of.id_of(_labels_json(labels, dumped) if labels else ""),
     )
 
 

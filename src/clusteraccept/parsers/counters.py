@@ -164,7 +164,9 @@ def parse(text: str, *, rails: bool = True, nvlink: bool = True) -> Snapshot:
     ``rails=False`` / ``nvlink=False`` leave that part out (empty / None) unread: a judge that reads only
     the other part does not pay for it (a 1,024-node campaign takes ~170,000 snapshots)."""
     if rails and (clean := _clean_rails(text)) is not None:
-        return Snapshot(clean, parse(text, rails=False).nvlink if nvlink else None)
+        # the NVLink section, where there is one, read as the line-by-line reading reads it
+        links = parse(text, rails=False).nvlink if nvlink and "## nvlink" in text else None
+        return Snapshot(clean, links)
     lines = text.splitlines()
     heads = [i for i, ln in enumerate(lines) if ln.startswith("##")]
     nv_at = next((i for i in heads if lines[i].startswith("## nvlink")), None)
