@@ -80,6 +80,9 @@ def missing_reason(jobs: Sequence[Mapping[str, Any]], subject: str) -> str | Non
     return None
 
 
+DRY_RUN = "--dry-run: job scripts written to the run's jobs/, nothing submitted"  # every item's skip
+
+
 @dataclass
 class Judged:
     """What a suite test gets: the verdicts of its item and one assertion over them.
@@ -100,7 +103,7 @@ class Judged:
 
     def assert_accepted(self) -> None:
         if self.dry_run:
-            pytest.skip("--dry-run: job scripts written to the run's jobs/, nothing submitted")
+            pytest.skip(DRY_RUN)
         outcomes = {v["outcome"] for v in self.verdicts}
         bad = [v for v in self.verdicts if v["outcome"] in ("fail", "error")]
         if self.not_due is not None and not bad:

@@ -95,6 +95,22 @@ def test_xdist_workers_share_one_submission(run_pytest: PytestRunner, tmp_path: 
     assert (run / "junit.xml").exists() and (run / "report.html").exists()
 
 
+def test_a_dry_runs_items_after_the_first_skip_before_their_fixtures(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run", "--setup-show", "-rs")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    skipped = int(proc.stdout.split(" skipped")[0].rsplit(None, 1)[-1])
+    assert skipped > 10
+    # the first item plans the run through its fixture; the others skip before any fixture of theirs
+    assert proc.stdout.count("SETUP    F judged") == 1, proc.stdout[-3000:]
+    reasons = [ln for ln in proc.stdout.splitlines() if ln.startswith("SKIPPED [")]
+    assert reasons and all(
+        ln.endswith("--dry-run: job scripts written to the run's jobs/, nothing submitted") for ln in reasons
+    )
+    assert sum(int(ln.split("[", 1)[1].split("]")[0]) for ln in reasons) == skipped
+
+
 def test_dry_run_submits_nothing(run_pytest: PytestRunner, tmp_path: Path) -> None:
     proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run")
     assert proc.returncode == 0, proc.stdout[-2000:]
