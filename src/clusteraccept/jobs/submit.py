@@ -31,7 +31,7 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.slurm_clients import FINAL_STATES, controller_state, job_starts, sacct_state
 from clusteraccept.jobs.spool import mark_killed, read_spool
 from clusteraccept.plan import limits
-from clusteraccept.plan.jobs import CampaignJob, ProbeJob, kept_rounds, nodes_used
+from clusteraccept.plan.jobs import CampaignJob, ProbeJob, Step, kept_rounds, nodes_used
 from clusteraccept.render import render
 from clusteraccept.site.env_file import exported, read_env_file
 from clusteraccept.site.model import Site
@@ -161,6 +161,19 @@ def _shell_line(argv: Sequence[str]) -> str:
     """``shlex.join(argv)``, each token quoted once per process: a 16,384-node campaign writes ~4 million
     step lines of ~34 tokens, nearly all of them repeats (flags, paths, environment)."""
     return " ".join(map(_quote, argv))  # map: no generator frame per token (~40 million at 4,096 nodes)
+
+
+@functools.lru_cache(maxsize=256)
+def _quoted_shape(shape: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(map(_quote, shape))
+
+
+def _step_line(step: Step) -> str:
+    """``_shell_line(step.argv)``: the step's shape (shared by every step of a kind: plan/commands.argv_shape)
+    quoted once, its own values (nodes, environment) quoted into their places."""
+    if not step.shape:
+        return _shell_line(step.argv)
+    return " ".join(step.fill(list(_quoted_shape(step.shape)), _quote))
 
 
 class JobLayer:
@@ -408,7 +421,7 @@ class JobLayer:
             for k, wave in enumerate(parts, 1):
                 if len(parts) > 1:
                     lines.append(f"# wave {k}/{len(parts)}: {len(wave)} steps\n")
-                lines.append("".join(_shell_line(s.argv) + " &\n" for s in wave) + "wait\n")
+                lines.append("".join(_step_line(s) + " &\n" for s in wave) + "wait\n")
             lines.append(snap_line)
         (self.jobs_dir / f"{job.name}.steps.sh").write_text("".join(lines))
         return script

@@ -46,12 +46,17 @@ class Step:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        argv = list(self.shape)
+        return tuple(self.fill(list(self.shape)))
+
+    def fill(self, words: list[str], quote: Callable[[str], str] | None = None) -> list[str]:
+        """``words`` (the shape, or its words already quoted) with this step's values in place, each passed
+        through ``quote`` (a job file's step lines quote the shape once per process, the values per step)."""
         if self.node_pos >= 0:
-            argv[self.node_pos] = nodelist(self.nodes)
+            hosts = nodelist(self.nodes)
+            words[self.node_pos] = quote(hosts) if quote else hosts
         for pos, (k, v) in zip(self.env_pos, self.env, strict=True):
-            argv[pos] = f"{k}={v}"
-        return tuple(argv)
+            words[pos] = quote(f"{k}={v}") if quote else f"{k}={v}"
+        return words
 
     @property
     def name(self) -> str:
