@@ -95,3 +95,20 @@ def test_big_block_rounds() -> None:
     sendrecv_rounds = [r for r in su1.rounds if r.label.startswith("sendrecv pairs")]
     assert len(sendrecv_rounds) == 15  # n - 1 rounds for 16 nodes
     assert all(len(r.steps) == 8 * 8 for r in sendrecv_rounds)  # 8 pairs x 8 rails
+
+
+def test_the_selection_filter_returns_the_plan_itself_when_every_step_is_wanted_and_drops_the_rest() -> None:
+    from clusteraccept import flow
+
+    site = load_site("example-h100-ib", CONFIGS)
+    plan = make_plan(site, families=("sharp",), nccl=True)
+    families = {s.family for s in plan.steps()}
+    assert families == {"nccl", "sharp"}  # the SHARP on/off runs are steps of their own family
+    assert flow._filter(plan, None, ("sharp",), True) is plan
+    without_sharp = flow._filter(plan, None, (), True)
+    assert list(without_sharp.steps()) == [s for s in plan.steps() if s.family == "nccl"]
+    only_sharp = flow._filter(plan, None, ("sharp",), False)
+    assert {s.family for s in only_sharp.steps()} == {"sharp"}
+    one = next(s.subject for s in plan.steps() if s.kind == "pair")
+    picked = flow._filter(plan, frozenset({one}), ("sharp",), True)
+    assert {s.subject for s in picked.steps() if s.family == "nccl"} == {one}
