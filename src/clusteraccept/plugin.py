@@ -7,6 +7,7 @@ directory, so pytest-xdist workers share one submission.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -480,6 +481,18 @@ def _decide_scope(state: State) -> due_scope.Scope | None:
     now = datetime.fromisoformat(state.due_now)
     state.scope = due_scope.compute(state.site, state.run_dir.parent, state.run_id, now)
     return state.scope
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """The collected items (four per node and family at 16,384 nodes) live as long as the session: out of
+    the cyclic collector's way (``gc.freeze``), which would walk them again at each full collection while
+    the items run (~10% of a 4,096-node dry run). Reference counting is unaffected; the loop is pytest's."""
+    gc.freeze()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    gc.unfreeze()
 
 
 @pytest.hookimpl(tryfirst=True)
