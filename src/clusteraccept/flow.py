@@ -11,7 +11,7 @@ import getpass
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,12 +26,15 @@ from clusteraccept.checks.fingerprint import (
     differences,
     fingerprints,
 )
+from clusteraccept.errors import ArchiveError
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import JUDGED
-from clusteraccept.jobs.archive import archive_job, load_all
+from clusteraccept.jobs.archive import archive_job, load_all, load_parsed, write_parsed
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
+from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
+from clusteraccept.parsers.stored import Stored
 from clusteraccept.plan import limits
 from clusteraccept.plan.confirm import confirmation_job
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan
@@ -165,6 +168,8 @@ def judge_all(
     families: tuple[str, ...],
     nccl: bool,
     nodes: Sequence[str] | None = None,  # the nodes the node checks judge (default: the site's)
+    run_dir: Path | None = None,  # where the steps' parses are stored (parsers/stored.py); None: not
+    reparse: bool = False,  # every step parsed from raw/ again, whatever was stored
 ) -> list[Verdict]:
     verdicts: list[Verdict] = []
     judged = (*families, *(("nccl",) if nccl else ()))
@@ -189,8 +194,25 @@ def judge_all(
             ]
         if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
-        verdicts.extend(checks.judge(family, site, evidence, site.nodes if nodes is None else nodes))
+        over = site.nodes if nodes is None else nodes
+        if family == "nccl" and run_dir is not None:
+            stored = Stored({} if reparse else load_parsed(run_dir, PARSER_VERSION))
+            verdicts.extend(checks.judge(family, site, evidence, over, stored=stored))
+            _store_parsed(run_dir, stored)
+        else:
+            verdicts.extend(checks.judge(family, site, evidence, over))
     return verdicts
+
+
+def _store_parsed(run_dir: Path, stored: Stored) -> None:
+    """Store the parses the judge made, bundle by bundle (each bundle's file whole: the parses read back
+    and the new ones), so that the next ``--rejudge`` reads them instead of parsing raw/ again. Not being
+    able to is no failure of the run: its evidence is in raw/, and the record is written after this."""
+    bundles = {ref.partition("#")[0] for ref in stored.fresh if "#" in ref}
+    if not bundles:
+        return
+    with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
+        write_parsed(run_dir, PARSER_VERSION, {**stored.lines, **stored.fresh}, bundles)
 
 
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
@@ -299,7 +321,9 @@ def execute(req: Request) -> dict[str, Any]:
             archived[ev.meta.get("check", "misc")].append((ev, ref))
     results["fingerprint"] = fingerprint_of(archived)
     nodes = judged_nodes(results, req.site.nodes)
-    verdicts = [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes)
+    verdicts = (
+        [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes, req.run_dir)
+    )
     if req.nccl and not req.dry_run and not interrupted:
         verdicts = _confirmed(req, site, job_limits, archived, verdicts, nodes, results)
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
@@ -355,7 +379,7 @@ def _confirmed(
     # only the families that read campaign evidence change: nccl, and gpudirect (the pairs' NCCL logs)
     again = tuple(f for f in req.families if f == "gpudirect")
     kept = [v for v in verdicts if v.family not in ("nccl", *again)]
-    return kept + judge_all(req.site, archived, again, True, nodes)
+    return kept + judge_all(req.site, archived, again, True, nodes, req.run_dir)
 
 
 def _selected(subjects: frozenset[str]) -> Any:
@@ -378,14 +402,16 @@ def load_archived(run_dir: Path) -> dict[str, list[tuple[Evidence, str]]]:
     return archived
 
 
-def rejudge(site: Site, run_dir: Path, token: str | None = None) -> dict[str, Any]:
-    """Re-parse the archived raw/ evidence of ``run_dir`` and judge it against the current site. No job."""
+def rejudge(site: Site, run_dir: Path, token: str | None = None, reparse: bool = False) -> dict[str, Any]:
+    """Judge the archived evidence of ``run_dir`` against the current site. No job. Its steps' parses are
+    read back where these parsers stored them (parsers/stored.py); the rest of raw/ is parsed again, and
+    all of it with ``reparse``."""
     results: dict[str, Any] = read_json(run_dir / RESULTS)
     results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
     archived = load_archived(run_dir)
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
-    verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes))
+    verdicts = judge_all(site, archived, families, nccl, judged_nodes(results, site.nodes), run_dir, reparse)
     results["fingerprint"] = fingerprint_of(archived)
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")

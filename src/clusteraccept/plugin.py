@@ -65,6 +65,7 @@ class State:
     run_id: str | None = None
     dry_run: bool = False
     rejudge: Path | None = None
+    reparse: bool = False  # --rejudge --reparse: every step parsed from raw/ again
     executor: str | None = None
     families: tuple[str, ...] = ()
     nccl: bool = False
@@ -118,7 +119,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--rejudge",
         default=None,
         metavar="RUN_DIR",
-        help="re-parse and re-judge RUN_DIR's raw/ evidence against the current site; submit nothing",
+        help="re-judge RUN_DIR's archived evidence against the current site; submit nothing (its steps' "
+        "parses stored by these parsers are read back, the rest of raw/ is parsed again)",
+    )
+    g.addoption(
+        "--reparse",
+        action="store_true",
+        default=False,
+        help="with --rejudge: parse every step from raw/ again, not from the parses stored in RUN_DIR/parsed",
     )
     g.addoption(
         "--nodes",
@@ -200,8 +208,11 @@ def pytest_configure(config: pytest.Config) -> None:
     rejudge = config.getoption("--rejudge")
     if state.only_due and (rejudge or config.getoption("--resume")):
         raise pytest.UsageError("--only-due decides what a new run submits: not with --rejudge or --resume")
+    if config.getoption("--reparse") and not rejudge:
+        raise pytest.UsageError("--reparse parses a run's raw/ evidence again: only with --rejudge RUN_DIR")
     if rejudge:
         state.rejudge = Path(rejudge)
+        state.reparse = config.getoption("--reparse")
         from clusteraccept.ops.resume import new_token
 
         # one re-judging per session: a pytest-xdist worker does it, the controller then only reads it
@@ -428,7 +439,12 @@ def _run(state: State) -> dict[str, Any]:
             if state.rejudge_token and done.get("rejudge_token") == state.rejudge_token:
                 state.results = done  # another process of this session (an xdist worker) re-judged it
             else:
-                state.results = flow.rejudge(state.site, state.run_dir, token=state.rejudge_token)
+                state.results = flow.rejudge(
+                    state.site,
+                    state.run_dir,
+                    token=state.rejudge_token,
+                    reparse=state.reparse,
+                )
     elif state.resume is not None:
         from clusteraccept.ops.resume import ResumeError, resume_run
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import PytestRun, PytestRunner
 
+from clusteraccept.jobs import archive
 from clusteraccept.judge import record
+from clusteraccept.parsers import stored
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,6 +153,38 @@ def test_rejudge_with_changed_baseline(
     assert "only node2-node3 on rail 5 is slow" in again.stdout
     # the three campaigns and the confirmation job
     assert not (run / "submitit" / "campaign-leaf1").exists() or len(list((run / "submitit").iterdir())) == 4
+
+
+def test_rejudge_reads_the_stored_parses_and_reparse_parses_raw_again(
+    run_pytest: PytestRunner, rail5_run: tuple[PytestRun, Path], tmp_path: Path
+) -> None:
+    """The run stored its steps' parses (parsers/stored.py) beside raw/; --rejudge judges from them, and
+    --reparse from raw/. Shown by a stored parse changed on purpose: it is what --rejudge judges."""
+    _, first_dir = rail5_run
+    run = tmp_path / "demo" / only_run(first_dir).name
+    shutil.copytree(only_run(first_dir), run)
+    refs = archive.load_parsed(run, stored.VERSION)
+    steps = [(ev, ref) for ev, ref in archive.load_all(run) if ref in refs]
+    assert len(steps) == len(refs) and any(":rail5" in ev.meta.get("subject", "") for ev, _ in steps)
+    ev, ref = next((ev, ref) for ev, ref in steps if ev.meta.get("subject") == "node1-node2:rail5")
+    parsed = stored.loads(refs[ref], ev.stdout)
+    assert parsed is not None and parsed.result is not None
+    marked = replace(parsed, result=None, result_error="the stored parse, marked")
+    changed = {**refs, ref: stored.dumps(marked, ev.stdout)}
+    archive.write_parsed(run, stored.VERSION, changed, [ref.split("#")[0]])
+    site = demo_site(tmp_path)
+    args = (f"--site={site}", f"--rejudge={run}", "suites/test_nccl_nodes.py", "-k", "rail5", "-rA")
+    again = run_pytest(*args)
+    launch = {v["subject"]: v for v in record.load(run)["verdicts"] if v["check"] == "nccl.launch"}
+    assert "the stored parse, marked" in launch["node1-node2:rail5:sendrecv"]["message"], again.stdout[-1500:]
+    reparsed = run_pytest(*args, "--reparse")
+    launch = {v["subject"]: v for v in record.load(run)["verdicts"] if v["check"] == "nccl.launch"}
+    assert launch["node1-node2:rail5:sendrecv"]["outcome"] == "pass", reparsed.stdout[-1500:]
+    # and what --reparse parsed is stored again: the marked line is gone
+    back = archive.load_parsed(run, stored.VERSION)
+    assert stored.loads(back[ref], ev.stdout) == parsed
+    # --reparse alone, with no run to re-judge, is a usage error
+    assert run_pytest(f"--site={site}", "--reparse", "--dry-run", "suites/").returncode == 4
 
 
 def test_an_item_chosen_by_its_id_submits_its_steps_only(run_pytest: PytestRunner, tmp_path: Path) -> None:

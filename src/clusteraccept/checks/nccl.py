@@ -16,7 +16,7 @@ import gc
 import multiprocessing as mp
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,11 +37,11 @@ from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.checks.nvlink import fabric_down
 from clusteraccept.checks.peers import judge_row, peer_stats
-from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence, is_timed_out_line
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
-from clusteraccept.parsers import launch_record, nccl_debug, nccl_tests, torch_nccl
+from clusteraccept.parsers import launch_record
+from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, parse_step
 from clusteraccept.plan.subjects import rail_subject
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
@@ -76,20 +76,15 @@ Judged = tuple[list[Verdict], list[dict[str, Any]], list[Finding]]
 
 
 def _what_ran(
-    site: Site, ev: Evidence, result: Any, nic_pci: NicPci
+    site: Site, ev: Evidence, parsed: StepParse, result: Any, nic_pci: NicPci
 ) -> tuple[list[Finding], Any, list[Verdict]]:
     """The step's launch findings (checks/launch.py) and its NCCL INFO log (None without one); a garbage
     launch record is an ERROR of its own, the numbers still judged."""
-    try:
-        debug = nccl_debug.parse(ev.stdout)
-    except ParseError:
-        debug = None
-    try:
-        recs = launch_record.records(ev.stdout)
-    except ParseError as exc:
-        bad = error("launch.binding", FAMILY, step_id(ev.meta), f"unreadable launch record: {exc}")
-        return [], debug, [bad]
-    return step_findings(site, ev.meta, ev.argv or (), recs, debug, result, nic_pci), debug, []
+    debug = parsed.debug
+    if parsed.records is None:
+        why = f"unreadable launch record: {parsed.records_error}"
+        return [], debug, [error("launch.binding", FAMILY, step_id(ev.meta), why)]
+    return step_findings(site, ev.meta, ev.argv or (), parsed.records, debug, result, nic_pci), debug, []
 
 
 def _timed_out(ev: Evidence) -> str:
@@ -113,8 +108,17 @@ def _timed_out(ev: Evidence) -> str:
     return msg
 
 
-def judge_step(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = None) -> Judged:
-    """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings."""
+def parsed_at_all(ev: Evidence) -> bool:
+    """Whether :func:`judge_step` parses the step's output: not when it was killed with its job or timed
+    out (no output to speak of: judged from how it ended)."""
+    return ev.returncode is not None and not (ev.meta.get("killed_with_job") and ev.returncode != 0)
+
+
+def judge_step(
+    site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = None, parsed: StepParse | None = None
+) -> Judged:
+    """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings.
+    ``parsed``: its output's parse as stored (parsers/stored.py); None: parsed here."""
     meta = ev.meta
     subject = step_id(meta)
     evid = (path,)
@@ -136,11 +140,9 @@ def judge_step(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = Non
             [],
         )
     fallback = ev.source == "torch-nccl"
-    try:
-        result = (
-            torch_nccl.as_nccl_tests(torch_nccl.parse(ev.stdout)) if fallback else nccl_tests.parse(ev.stdout)
-        )
-    except ParseError as exc:
+    parsed = parsed or parse_step(ev.source, ev.stdout)
+    result = parsed.result
+    if result is None:
         tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
         return (
             [
@@ -148,7 +150,7 @@ def judge_step(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = Non
                     "nccl.launch",
                     FAMILY,
                     subject,
-                    f"could not parse {ev.source} output ({path}): {exc}"
+                    f"could not parse {ev.source} output ({path}): {parsed.result_error}"
                     + (f"; stderr: {tail}" if tail else "")
                     + (
                         f"; launched twice, the first attempt {ev.meta['relaunched'][:200]}"
@@ -161,7 +163,7 @@ def judge_step(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None = Non
             _failed_row(meta, "error"),
             [],
         )
-    ran, debug, unreadable = _what_ran(site, ev, result, nic_pci or {})
+    ran, debug, unreadable = _what_ran(site, ev, parsed, result, nic_pci or {})
     # NVLS and CollNet/SHARP reduce in the switch: their busbw may exceed the point-to-point ceiling
     # (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")
     in_network = debug is not None and (debug.nvls_used() or debug.collnet_used())
@@ -509,21 +511,31 @@ PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
 # what forked workers read (copy-on-write)
-_SHARED: tuple[Site, list[Archived], NicPci, LinkWork] | None = None
+_SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Mapping[str, str]] | None = None
 
 
-def _judge_range(bounds: tuple[int, int]) -> Judged:
+def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, str]]:
+    """The steps of ``bounds`` judged, each from its stored parse where one is there and still holds
+    (parsers/stored.py), else parsed here; and the stored form of the parses made here."""
     assert _SHARED is not None
-    site, steps, nic_pci, _ = _SHARED
+    site, steps, nic_pci, _, stored = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
+    fresh: dict[str, str] = {}
     for ev, path in steps[bounds[0] : bounds[1]]:
-        vs, rs, fs = judge_step(site, ev, path, nic_pci)
+        parsed = None
+        if parsed_at_all(ev):
+            line = stored.get(path)
+            parsed = loads(line, ev.stdout) if line is not None else None
+            if parsed is None:
+                parsed = parse_step(ev.source, ev.stdout)
+                fresh[path] = dumps(parsed, ev.stdout)
+        vs, rs, fs = judge_step(site, ev, path, nic_pci, parsed)
         verdicts.extend(vs)
         rows.extend(rs)
         findings.extend(fs)
-    return verdicts, rows, findings
+    return (verdicts, rows, findings), fresh
 
 
 def _cpus() -> int:
@@ -545,7 +557,7 @@ def _may_fork() -> bool:
 
 def _links_range(bounds: tuple[int, int]) -> list[Verdict]:
     assert _SHARED is not None
-    site, _, _, (order, by_node) = _SHARED
+    site, _, _, (order, by_node), _ = _SHARED
     return _node_link_errors(site, order[bounds[0] : bounds[1]], by_node)
 
 
@@ -555,20 +567,28 @@ def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def judge_steps(
-    site: Site, steps: list[Archived], nic_pci: NicPci | None = None, links: LinkWork | None = None
+    site: Site,
+    steps: list[Archived],
+    nic_pci: NicPci | None = None,
+    links: LinkWork | None = None,
+    stored: Stored | None = None,
 ) -> tuple[Judged, list[Verdict]]:
     """:func:`judge_step` over every step, in order, and the link errors of ``links``' nodes (their
     counter snapshots: :func:`link_error_verdicts`, independent of the steps): spread over the cores
     (forked workers, each judging a contiguous range of steps or nodes) when there are many steps.
-    Parsing is most of it: ~300 us per step, 4 million steps at 16,384 nodes; the link errors ~15 s of
-    one core at 1,024 nodes."""
+    Each step is judged from its parse in ``stored.lines`` where that holds, else parsed (~300 us a step,
+    4 million steps at 16,384 nodes) and its parse added to ``stored.fresh``; the link errors take ~15 s
+    of one core at 1,024 nodes."""
     global _SHARED
     workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
-    _SHARED = (site, steps, nic_pci or {}, links)
+    stored = stored if stored is not None else Stored()
+    _SHARED = (site, steps, nic_pci or {}, links, stored.lines)
     if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
         try:
-            return _judge_range((0, len(steps))), _links_range((0, len(links[0])))
+            judged, fresh = _judge_range((0, len(steps)))
+            stored.fresh.update(fresh)
+            return judged, _links_range((0, len(links[0])))
         finally:
             _SHARED = None
     # the collector would walk every object the parent holds (the whole run's evidence) in each worker,
@@ -577,16 +597,18 @@ def judge_steps(
     try:
         with mp.get_context("fork").Pool(workers) as pool:
             # one queue: a worker done with its steps takes nodes' counters, and the reverse
-            judged = pool.map_async(_judge_range, _ranges(len(steps), workers * 4))
+            in_steps = pool.map_async(_judge_range, _ranges(len(steps), workers * 4))
             linked = pool.map_async(_links_range, _ranges(len(links[0]), workers * 4))
-            parts, link_parts = judged.get(), linked.get()
+            parts, link_parts = in_steps.get(), linked.get()
     finally:
         _SHARED = None
         gc.unfreeze()
+    for _, fresh in parts:
+        stored.fresh.update(fresh)
     return (
-        [v for vs, _, _ in parts for v in vs],
-        [r for _, rs, _ in parts for r in rs],
-        [f for _, _, fs in parts for f in fs],
+        [v for (vs, _, _), _ in parts for v in vs],
+        [r for (_, rs, _), _ in parts for r in rs],
+        [f for (_, _, fs), _ in parts for f in fs],
     ), [v for vs in link_parts for v in vs]
 
 
@@ -610,11 +632,15 @@ def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit])
     return out
 
 
-def judge(site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str]) -> list[Verdict]:
+def judge(
+    site: Site, evidence: Sequence[tuple[Evidence, str]], nodes: Sequence[str], stored: Stored | None = None
+) -> list[Verdict]:
+    """``stored``: the run's stored parses of its steps (read, and added to with what was parsed here)."""
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
     links = link_work(site, [a for a in evidence if a[0].source == "counters"], nodes)
     # where an EFA or Slingshot node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
-    (verdicts, rows, findings), link_errors = judge_steps(site, steps, device_addresses(evidence), links)
+    addresses = device_addresses(evidence)
+    (verdicts, rows, findings), link_errors = judge_steps(site, steps, addresses, links, stored)
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)

@@ -198,6 +198,48 @@ def supersede(run_dir: Path, gone: Callable[[Evidence], bool], dest: Path) -> li
     return moved
 
 
+# -- the steps' stored parses (parsers/stored.py): derived from raw/, beside it ----------------------------
+# ``parsed/<job>/<bundle>.jsonl.gz`` holds the parses of ``raw/<job>/<bundle>.jsonl.gz``'s steps: a first
+# line with the parsers' version, then one ``<member>\t<line>`` per step. Never evidence: a file that is
+# missing, stale or damaged only means the steps are parsed from raw/ again.
+PARSED = "parsed"
+
+
+def load_parsed(run_dir: Path, version: str) -> dict[str, str]:
+    """The run's stored parses made by parsers of ``version``, by evidence reference (the lines not decoded:
+    the judge's workers decode their own)."""
+    out: dict[str, str] = {}
+    for path in sorted((run_dir / PARSED).glob(f"*/*{SUFFIX}")):
+        ref = f"raw/{path.relative_to(run_dir / PARSED)}#"
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                if json.loads(fh.readline()).get("parser") != version:
+                    continue
+                lines = fh.read().splitlines()
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, AttributeError):
+            continue  # damaged: the steps are parsed again, and their parses stored anew
+        for line in lines:
+            member, tab, stored = line.partition("\t")
+            if tab:
+                out[ref + member] = stored
+    return out
+
+
+def write_parsed(run_dir: Path, version: str, by_ref: dict[str, str], bundles: Iterable[str]) -> None:
+    """Store the parses of ``bundles``' steps (``raw/<job>/<bundle>.jsonl.gz``) from ``by_ref``, each
+    bundle's file whole (never appended to), replacing what was there."""
+    wanted = set(bundles)
+    lines: dict[str, list[str]] = {b: [json.dumps({"parser": version})] for b in wanted}
+    for ref, stored in by_ref.items():
+        bundle, _, member = ref.partition("#")
+        if bundle in wanted:
+            lines[bundle].append(f"{member}\t{stored}")
+    for bundle, out in lines.items():
+        path = run_dir / PARSED / Path(bundle).relative_to("raw")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write(path, out)
+
+
 def load(path: Path) -> Evidence:
     """Read back one Evidence archived as its own file (runs of before bundles)."""
     return Evidence.from_dict(json.loads(path.read_text()))

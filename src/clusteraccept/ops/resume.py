@@ -267,7 +267,7 @@ def resume_run(
     entry["jobs"] = [j["name"] for j in new_jobs]
     # a due-only run judges its due nodes only (flow.judged_nodes): the others were never probed
     nodes = judged_nodes(results, site.nodes)
-    verdicts = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes)]
+    verdicts = [v.to_dict() for v in flow.judge_all(site, archived, families, nccl, nodes, run_dir)]
     results.pop("verdicts", None)
     results["fingerprint"] = flow.fingerprint_of(archived)
     entry["ended"] = results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
