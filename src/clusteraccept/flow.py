@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ from clusteraccept.checks.fingerprint import (
 from clusteraccept.errors import ArchiveError
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import JUDGED
-from clusteraccept.jobs.archive import archive_job, load_all, load_parsed, write_parsed
+from clusteraccept.jobs.archive import archive_job, load_all, parsed_bundle, write_parsed
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
@@ -196,7 +197,7 @@ def judge_all(
             evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
         over = site.nodes if nodes is None else nodes
         if family == "nccl" and run_dir is not None:
-            stored = Stored({} if reparse else load_parsed(run_dir, PARSER_VERSION))
+            stored = Stored() if reparse else Stored(partial(parsed_bundle, run_dir, PARSER_VERSION))
             verdicts.extend(checks.judge(family, site, evidence, over, stored=stored))
             _store_parsed(run_dir, stored)
         else:
@@ -209,10 +210,9 @@ def _store_parsed(run_dir: Path, stored: Stored) -> None:
     and the new ones), so that the next ``--rejudge`` reads them instead of parsing raw/ again. Not being
     able to is no failure of the run: its evidence is in raw/, and the record is written after this."""
     bundles = {ref.partition("#")[0] for ref in stored.fresh if "#" in ref}
-    if not bundles:
-        return
+    kept = {f"{b}#{m}": line for b in bundles for m, line in stored.read(b).items()}
     with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
-        write_parsed(run_dir, PARSER_VERSION, {**stored.lines, **stored.fresh}, bundles)
+        write_parsed(run_dir, PARSER_VERSION, {**kept, **stored.fresh}, bundles)
 
 
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:

@@ -155,6 +155,17 @@ def test_rejudge_with_changed_baseline(
     assert not (run / "submitit" / "campaign-leaf1").exists() or len(list((run / "submitit").iterdir())) == 4
 
 
+def stored_parses(run: Path) -> dict[str, str]:
+    """Every stored parse of the run (jobs/archive.py's parsed/), by evidence reference."""
+    bundles = [
+        f"raw/{p.relative_to(run / archive.PARSED)}" for p in (run / archive.PARSED).glob("*/*.jsonl.gz")
+    ]
+    assert bundles
+    return {
+        f"{b}#{m}": line for b in bundles for m, line in archive.parsed_bundle(run, stored.VERSION, b).items()
+    }
+
+
 def test_rejudge_reads_the_stored_parses_and_reparse_parses_raw_again(
     run_pytest: PytestRunner, rail5_run: tuple[PytestRun, Path], tmp_path: Path
 ) -> None:
@@ -163,7 +174,7 @@ def test_rejudge_reads_the_stored_parses_and_reparse_parses_raw_again(
     _, first_dir = rail5_run
     run = tmp_path / "demo" / only_run(first_dir).name
     shutil.copytree(only_run(first_dir), run)
-    refs = archive.load_parsed(run, stored.VERSION)
+    refs = stored_parses(run)
     steps = [(ev, ref) for ev, ref in archive.load_all(run) if ref in refs]
     assert len(steps) == len(refs) and any(":rail5" in ev.meta.get("subject", "") for ev, _ in steps)
     ev, ref = next((ev, ref) for ev, ref in steps if ev.meta.get("subject") == "node1-node2:rail5")
@@ -181,7 +192,7 @@ def test_rejudge_reads_the_stored_parses_and_reparse_parses_raw_again(
     launch = {v["subject"]: v for v in record.load(run)["verdicts"] if v["check"] == "nccl.launch"}
     assert launch["node1-node2:rail5:sendrecv"]["outcome"] == "pass", reparsed.stdout[-1500:]
     # and what --reparse parsed is stored again: the marked line is gone
-    back = archive.load_parsed(run, stored.VERSION)
+    back = stored_parses(run)
     assert stored.loads(back[ref], ev.stdout) == parsed
     # --reparse alone, with no run to re-judge, is a usage error
     assert run_pytest(f"--site={site}", "--reparse", "--dry-run", "suites/").returncode == 4

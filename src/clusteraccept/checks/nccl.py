@@ -16,7 +16,7 @@ import gc
 import multiprocessing as mp
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -511,22 +511,28 @@ PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
 # what forked workers read (copy-on-write)
-_SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Mapping[str, str]] | None = None
+_SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]]] | None = None
 
 
 def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, str]]:
     """The steps of ``bounds`` judged, each from its stored parse where one is there and still holds
     (parsers/stored.py), else parsed here; and the stored form of the parses made here."""
     assert _SHARED is not None
-    site, steps, nic_pci, _, stored = _SHARED
+    site, steps, nic_pci, _, read = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
     fresh: dict[str, str] = {}
+    # the steps come bundle by bundle: each bundle's stored parses read once, by the worker judging them
+    bundle: str | None = None
+    lines: Mapping[str, str] = {}
     for ev, path in steps[bounds[0] : bounds[1]]:
         parsed = None
         if parsed_at_all(ev):
-            line = stored.get(path)
+            where, _, member = path.partition("#")
+            if where != bundle:
+                bundle, lines = where, read(where)
+            line = lines.get(member)
             parsed = loads(line, ev.stdout) if line is not None else None
             if parsed is None:
                 parsed = parse_step(ev.source, ev.stdout)
@@ -576,14 +582,14 @@ def judge_steps(
     """:func:`judge_step` over every step, in order, and the link errors of ``links``' nodes (their
     counter snapshots: :func:`link_error_verdicts`, independent of the steps): spread over the cores
     (forked workers, each judging a contiguous range of steps or nodes) when there are many steps.
-    Each step is judged from its parse in ``stored.lines`` where that holds, else parsed (~300 us a step,
+    Each step is judged from its parse in ``stored`` where that holds, else parsed (~300 us a step,
     4 million steps at 16,384 nodes) and its parse added to ``stored.fresh``; the link errors take ~15 s
     of one core at 1,024 nodes."""
     global _SHARED
     workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
     stored = stored if stored is not None else Stored()
-    _SHARED = (site, steps, nic_pci or {}, links, stored.lines)
+    _SHARED = (site, steps, nic_pci or {}, links, stored.read)
     if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))

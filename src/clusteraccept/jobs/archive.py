@@ -205,23 +205,24 @@ def supersede(run_dir: Path, gone: Callable[[Evidence], bool], dest: Path) -> li
 PARSED = "parsed"
 
 
-def load_parsed(run_dir: Path, version: str) -> dict[str, str]:
-    """The run's stored parses made by parsers of ``version``, by evidence reference (the lines not decoded:
-    the judge's workers decode their own)."""
+def parsed_bundle(run_dir: Path, version: str, bundle: str) -> dict[str, str]:
+    """The stored parses of one bundle's steps (``bundle``: ``raw/<job>/<bundle>.jsonl.gz``, as its
+    evidence references begin) made by parsers of ``version``, by member; empty where there are none, or
+    none of that version, or the file is damaged (its steps are parsed again, and stored anew). The lines
+    are not decoded: the judge decodes each where it needs it."""
+    path = run_dir / PARSED / Path(bundle).relative_to("raw")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            if json.loads(fh.readline()).get("parser") != version:
+                return {}
+            lines = fh.read().splitlines()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, AttributeError):
+        return {}
     out: dict[str, str] = {}
-    for path in sorted((run_dir / PARSED).glob(f"*/*{SUFFIX}")):
-        ref = f"raw/{path.relative_to(run_dir / PARSED)}#"
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as fh:
-                if json.loads(fh.readline()).get("parser") != version:
-                    continue
-                lines = fh.read().splitlines()
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, AttributeError):
-            continue  # damaged: the steps are parsed again, and their parses stored anew
-        for line in lines:
-            member, tab, stored = line.partition("\t")
-            if tab:
-                out[ref + member] = stored
+    for line in lines:
+        member, tab, stored = line.partition("\t")
+        if tab:
+            out[member] = stored
     return out
 
 

@@ -59,12 +59,17 @@ class StepParse:
     records_error: str | None
 
 
+def _nothing_stored(bundle: str) -> Mapping[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Stored:
-    """A run's stored parses as the judge gets them (``lines``: reference -> :func:`dumps` line, as read
-    back) and the lines of the steps it had to parse itself (``fresh``), for the caller to store."""
+    """A run's stored parses as the judge gets them: ``read`` gives one evidence bundle's (the part of a
+    reference before ``#``) :func:`dumps` lines by member, so that a worker reads only the bundles of the
+    steps it judges; ``fresh`` gets the lines of the steps the judge had to parse, for the caller to store."""
 
-    lines: Mapping[str, str] = field(default_factory=dict)
+    read: Callable[[str], Mapping[str, str]] = _nothing_stored
     fresh: dict[str, str] = field(default_factory=dict)
 
 
