@@ -35,7 +35,7 @@ from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
-from clusteraccept.parsers.stored import Stored
+from clusteraccept.parsers.stored import Stored, pack
 from clusteraccept.plan import limits
 from clusteraccept.plan.confirm import confirmation_job
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan
@@ -207,12 +207,13 @@ def judge_all(
 
 def _store_parsed(run_dir: Path, stored: Stored) -> None:
     """Store the parses the judge made, bundle by bundle (each bundle's file whole: the parses read back
-    and the new ones), so that the next ``--rejudge`` reads them instead of parsing raw/ again. Not being
-    able to is no failure of the run: its evidence is in raw/, and the record is written after this."""
-    bundles = {ref.partition("#")[0] for ref in stored.fresh if "#" in ref}
-    kept = {f"{b}#{m}": line for b in bundles for m, line in stored.read(b).items()}
+    first, the new ones after them), so that the next ``--rejudge`` reads them instead of parsing raw/
+    again. Not being able to is no failure of the run: its evidence is in raw/, and the record is written
+    after this."""
     with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
-        write_parsed(run_dir, PARSER_VERSION, {**kept, **stored.fresh}, bundles)
+        for bundle, fresh in stored.fresh.items():
+            kept = stored.read(bundle)
+            write_parsed(run_dir, PARSER_VERSION, bundle, [pack(kept.items()), *fresh] if kept else fresh)
 
 
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:

@@ -181,8 +181,10 @@ def test_rejudge_reads_the_stored_parses_and_reparse_parses_raw_again(
     parsed = stored.loads(refs[ref], ev.stdout)
     assert parsed is not None and parsed.result is not None
     marked = replace(parsed, result=None, result_error="the stored parse, marked")
-    changed = {**refs, ref: stored.dumps(marked, ev.stdout)}
-    archive.write_parsed(run, stored.VERSION, changed, [ref.split("#")[0]])
+    bundle, _, member = ref.partition("#")
+    lines = archive.parsed_bundle(run, stored.VERSION, bundle)
+    changed = stored.pack({**lines, member: stored.dumps(marked, ev.stdout)}.items())
+    archive.write_parsed(run, stored.VERSION, bundle, [changed])
     site = demo_site(tmp_path)
     args = (f"--site={site}", f"--rejudge={run}", "suites/test_nccl_nodes.py", "-k", "rail5", "-rA")
     again = run_pytest(*args)

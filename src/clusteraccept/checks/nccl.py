@@ -41,7 +41,7 @@ from clusteraccept.evidence import Evidence, is_timed_out_line
 from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import launch_record
-from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, parse_step
+from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, pack, parse_step
 from clusteraccept.plan.subjects import rail_subject
 from clusteraccept.site.baselines import lookup
 from clusteraccept.site.model import Site
@@ -514,7 +514,7 @@ LinkWork = tuple[list[str], dict[str, list[Archived]]]
 _SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]]] | None = None
 
 
-def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, str]]:
+def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, bytes]]:
     """The steps of ``bounds`` judged, each from its stored parse where one is there and still holds
     (parsers/stored.py), else parsed here; and the stored form of the parses made here."""
     assert _SHARED is not None
@@ -522,7 +522,7 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, str]]:
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings: list[Finding] = []
-    fresh: dict[str, str] = {}
+    fresh: dict[str, list[tuple[str, str]]] = {}
     # the steps come bundle by bundle: each bundle's stored parses read once, by the worker judging them
     bundle: str | None = None
     lines: Mapping[str, str] = {}
@@ -536,12 +536,12 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, str]]:
             parsed = loads(line, ev.stdout) if line is not None else None
             if parsed is None:
                 parsed = parse_step(ev.source, ev.stdout)
-                fresh[path] = dumps(parsed, ev.stdout)
+                fresh.setdefault(where, []).append((member, dumps(parsed, ev.stdout)))
         vs, rs, fs = judge_step(site, ev, path, nic_pci, parsed)
         verdicts.extend(vs)
         rows.extend(rs)
         findings.extend(fs)
-    return (verdicts, rows, findings), fresh
+    return (verdicts, rows, findings), {bundle: pack(lines) for bundle, lines in fresh.items()}
 
 
 def _cpus() -> int:
@@ -593,7 +593,7 @@ def judge_steps(
     if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))
-            stored.fresh.update(fresh)
+            _add_fresh(stored, [fresh])
             return judged, _links_range((0, len(links[0])))
         finally:
             _SHARED = None
@@ -609,13 +609,19 @@ def judge_steps(
     finally:
         _SHARED = None
         gc.unfreeze()
-    for _, fresh in parts:
-        stored.fresh.update(fresh)
+    _add_fresh(stored, [fresh for _, fresh in parts])
     return (
         [v for (vs, _, _), _ in parts for v in vs],
         [r for (_, rs, _), _ in parts for r in rs],
         [f for (_, _, fs), _ in parts for f in fs],
     ), [v for vs in link_parts for v in vs]
+
+
+def _add_fresh(stored: Stored, parts: Sequence[dict[str, bytes]]) -> None:
+    """The ranges' new stored parses by bundle, in step order (a bundle may span two ranges)."""
+    for fresh in parts:
+        for bundle, blob in fresh.items():
+            stored.fresh.setdefault(bundle, []).append(blob)
 
 
 def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit]) -> list[Verdict]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from clusteraccept.errors import ArchiveError
 from clusteraccept.evidence import Evidence, slug
+from clusteraccept.parsers import stored
 
 SUFFIX = ".jsonl.gz"
 LEVEL = 3  # gzip level: ~3x faster than the default 6 on these logs for a few % more bytes
@@ -200,9 +201,13 @@ def supersede(run_dir: Path, gone: Callable[[Evidence], bool], dest: Path) -> li
 
 # -- the steps' stored parses (parsers/stored.py): derived from raw/, beside it ----------------------------
 # ``parsed/<job>/<bundle>.jsonl.gz`` holds the parses of ``raw/<job>/<bundle>.jsonl.gz``'s steps: a first
-# line with the parsers' version, then one ``<member>\t<line>`` per step. Never evidence: a file that is
-# missing, stale or damaged only means the steps are parsed from raw/ again.
+# line with the parsers' version, then one ``<member>\t<line>`` per step (``stored.pack``). Never evidence: a
+# file that is missing, stale or damaged only means the steps are parsed from raw/ again.
 PARSED = "parsed"
+
+
+def _parsed_path(run_dir: Path, bundle: str) -> Path:
+    return run_dir / PARSED / Path(bundle).relative_to("raw")
 
 
 def parsed_bundle(run_dir: Path, version: str, bundle: str) -> dict[str, str]:
@@ -210,35 +215,33 @@ def parsed_bundle(run_dir: Path, version: str, bundle: str) -> dict[str, str]:
     evidence references begin) made by parsers of ``version``, by member; empty where there are none, or
     none of that version, or the file is damaged (its steps are parsed again, and stored anew). The lines
     are not decoded: the judge decodes each where it needs it."""
-    path = run_dir / PARSED / Path(bundle).relative_to("raw")
+    if not bundle.startswith("raw/"):  # evidence archived one file each (no bundle), or not raw/'s
+        return {}
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
+        with gzip.open(_parsed_path(run_dir, bundle), "rt", encoding="utf-8") as fh:
             if json.loads(fh.readline()).get("parser") != version:
                 return {}
-            lines = fh.read().splitlines()
+            return stored.unpack(fh.read().splitlines())
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, AttributeError):
         return {}
-    out: dict[str, str] = {}
-    for line in lines:
-        member, tab, stored = line.partition("\t")
-        if tab:
-            out[member] = stored
-    return out
 
 
-def write_parsed(run_dir: Path, version: str, by_ref: dict[str, str], bundles: Iterable[str]) -> None:
-    """Store the parses of ``bundles``' steps (``raw/<job>/<bundle>.jsonl.gz``) from ``by_ref``, each
-    bundle's file whole (never appended to), replacing what was there."""
-    wanted = set(bundles)
-    lines: dict[str, list[str]] = {b: [json.dumps({"parser": version})] for b in wanted}
-    for ref, stored in by_ref.items():
-        bundle, _, member = ref.partition("#")
-        if bundle in wanted:
-            lines[bundle].append(f"{member}\t{stored}")
-    for bundle, out in lines.items():
-        path = run_dir / PARSED / Path(bundle).relative_to("raw")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write(path, out)
+def write_parsed(run_dir: Path, version: str, bundle: str, members: Iterable[bytes]) -> None:
+    """Store the parses of ``bundle``'s steps: its file whole (never appended to), replacing what was there,
+    from ``members`` (``stored.pack``'s gzip members, in order) after the version's line."""
+    path = _parsed_path(run_dir, bundle)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = gzip.compress((json.dumps({"parser": version}) + "\n").encode(), mtime=0)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(head)
+            for member in members:
+                fh.write(member)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"{path}: could not store the steps' parses: {exc.strerror or exc}") from None
 
 
 def load(path: Path) -> Evidence:

@@ -20,6 +20,7 @@ from harness import PytestRunner
 from clusteraccept.errors import ArchiveError
 from clusteraccept.jobs import archive
 from clusteraccept.judge import record
+from clusteraccept.parsers import stored
 from clusteraccept.sim.injected import check, pytest_errors, summary
 from clusteraccept.site.load import load_site
 
@@ -77,6 +78,34 @@ def test_a_bundle_cut_off_is_named_never_read_as_complete(
     assert msg.endswith("round 1 of campaign-leaf1's evidence is incomplete, not read"), msg
     proc = run_pytest("suites/", f"--site={demo_run.site}", f"--rejudge={run}", "-m", "nccl")
     assert proc.returncode == 2 and f"{cut}: evidence bundle cut off" in proc.stdout + proc.stderr
+
+
+def test_stored_parses_cut_off_stale_or_gone_cost_only_a_parse(
+    demo_run: DemoRun, run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """parsed/ is derived data (parsers/stored.py): a file cut off, one of other parsers, one deleted are
+    each read as nothing, the rejudge judges exactly what it judged from them, and stores them anew."""
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run, symlinks=True)
+    files = sorted(run.glob(f"{archive.PARSED}/*/*.jsonl.gz"))
+    assert len(files) >= 3, files
+    bundles = [f"raw/{f.relative_to(run / archive.PARSED)}" for f in files]
+    assert all(archive.parsed_bundle(run, stored.VERSION, b) for b in bundles)
+    args = ("suites/", f"--site={demo_run.site}", f"--rejudge={run}")
+    assert run_pytest(*args).returncode == 1  # the demo's injected faults
+    before = sorted(map(str, record.load(run)["verdicts"]))  # judged from every step's stored parse
+    cut, stale, gone = files[:3]
+    cut.write_bytes(cut.read_bytes()[:40])
+    lines = gzip.decompress(stale.read_bytes()).decode().splitlines()
+    stale.write_bytes(gzip.compress("\n".join(['{"parser": "another"}', *lines[1:]]).encode()))
+    gone.unlink()
+    assert [archive.parsed_bundle(run, stored.VERSION, b) for b in bundles[:3]] == [{}, {}, {}]
+    assert archive.parsed_bundle(run, stored.VERSION, "elsewhere/x.jsonl.gz") == {}  # not a raw/ bundle
+    proc = run_pytest(*args)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    after = sorted(map(str, record.load(run)["verdicts"]))
+    assert after == before
+    assert all(archive.parsed_bundle(run, stored.VERSION, b) for b in bundles)
 
 
 def test_two_runs_of_one_site_at_once_each_find_exactly_the_injected_faults(tmp_path: Path) -> None:
