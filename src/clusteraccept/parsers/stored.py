@@ -39,14 +39,16 @@ from clusteraccept.parsers.nccl_tests_result import NcclTestsResult
 
 
 def _version() -> str:
-    """The parsers' version: a hash of this package's sources (every parser and their shared helpers).
-    Installed without its sources, it cannot tell one version from another: a version of this process alone,
-    so that no stored parse is ever trusted."""
-    sources = sorted(Path(__file__).parent.glob("*.py"))
+    """The parsers' version: a hash of this package's sources (every parser and their shared helpers) and of
+    the two modules they import from outside it (errors.py words a refusal, which a stored parse keeps;
+    redact.py takes secrets out of what nccl-tests' JSON dumps). Installed without its sources, it cannot
+    tell one version from another: a version of this process alone, so that no stored parse is trusted."""
+    here = Path(__file__).parent
+    sources = sorted(here.glob("*.py"))
     if not sources:
         return f"unknown-{secrets.token_hex(8)}"
     h = hashlib.sha256()
-    for path in sources:
+    for path in [*sources, here.parent / "errors.py", here.parent / "redact.py"]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
@@ -77,7 +79,7 @@ class Stored:
     steps it judges; ``fresh`` gets the lines of the steps the judge had to parse, for the caller to store."""
 
     read: Callable[[str], Mapping[str, str]] = _nothing_stored
-    # bundle -> its new lines, as :func:`pack`\ ed gzip members in the order of the steps: compressed where
+    # bundle -> its new lines as gzip members (:func:`pack`), in the order of the steps: compressed where
     # they were made, so that the parent never holds a whole run's parses (~1.7 KB a step, 4 million steps)
     fresh: dict[str, list[bytes]] = field(default_factory=dict)
 
