@@ -16,6 +16,7 @@ each) are read as they are.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
@@ -230,17 +231,18 @@ def write_parsed(run_dir: Path, version: str, bundle: str, members: Iterable[byt
     """Store the parses of ``bundle``'s steps: its file whole (never appended to), replacing what was there,
     from ``members`` (``stored.pack``'s gzip members, in order) after the version's line."""
     path = _parsed_path(run_dir, bundle)
-    path.parent.mkdir(parents=True, exist_ok=True)
     head = gzip.compress((json.dumps({"parser": version}) + "\n").encode(), mtime=0)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as fh:
             fh.write(head)
             for member in members:
                 fh.write(member)
         tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # no half file stays behind, where there could be one at all
+            tmp.unlink()
         raise ArchiveError(f"{path}: could not store the steps' parses: {exc.strerror or exc}") from None
 
 

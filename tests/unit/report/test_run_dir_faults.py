@@ -108,6 +108,21 @@ def test_stored_parses_cut_off_stale_or_gone_cost_only_a_parse(
     assert all(archive.parsed_bundle(run, stored.VERSION, b) for b in bundles)
 
 
+def test_stored_parses_that_cannot_be_written_do_not_fail_the_rejudge(
+    demo_run: DemoRun, run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """parsed/ is only a saving: where it cannot be written (here a file stands in its place), the rejudge
+    judges from raw/ and writes its record all the same."""
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run, symlinks=True)
+    shutil.rmtree(run / archive.PARSED)
+    (run / archive.PARSED).write_text("not a directory\n")
+    proc = run_pytest("suites/", f"--site={demo_run.site}", f"--rejudge={run}")
+    assert proc.returncode == 1, proc.stdout[-2000:]  # the demo's injected faults
+    assert "rejudged" in record.load(run)
+    assert (run / archive.PARSED).read_text() == "not a directory\n"
+
+
 def test_two_runs_of_one_site_at_once_each_find_exactly_the_injected_faults(tmp_path: Path) -> None:
     """The nightly and a manual run of the same (simulated) site at the same time: each run has its own
     directory, both land in the site's history, and neither pulls the simulated nodes from under the other
