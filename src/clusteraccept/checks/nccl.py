@@ -536,7 +536,8 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, bytes]]:
             parsed = loads(line, ev.stdout) if line is not None else None
             if parsed is None:
                 parsed = parse_step(ev.source, ev.stdout)
-                fresh.setdefault(where, []).append((member, dumps(parsed, ev.stdout)))
+                if member:  # in a bundle: a run archived one file per Evidence (no "#") stores none
+                    fresh.setdefault(where, []).append((member, dumps(parsed, ev.stdout)))
         vs, rs, fs = judge_step(site, ev, path, nic_pci, parsed)
         verdicts.extend(vs)
         rows.extend(rs)

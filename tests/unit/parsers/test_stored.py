@@ -87,3 +87,31 @@ def test_a_refused_part_keeps_its_reason() -> None:
     assert back == fresh and back is not None and back.result_error == fresh.result_error
     changed = replace(fresh, result_error="another reason")
     assert stored.loads(stored.dumps(changed, text), text) == changed
+
+
+def test_the_judge_stores_the_parses_of_bundled_steps_only_and_judges_alike_from_them() -> None:
+    """nccl.judge_steps: a step in a bundle (``raw/<bundle>#<member>``) gets its parse stored, one of a run
+    archived one file per Evidence (no ``#``) does not; judged again from what was stored, the same."""
+    import gzip
+
+    from clusteraccept.checks.nccl import judge_steps
+    from clusteraccept.evidence import Evidence
+    from clusteraccept.render import REPO_ROOT
+    from clusteraccept.site.load import load_site
+
+    s = load_site("demo", REPO_ROOT / "site-configs")
+    a, b = s.nodes[0], s.nodes[1]
+    meta = {"kind": "pair", "scope": "pair_in_block", "collective": "sendrecv", "nodes": f"{a},{b}"}
+    meta.update(rail="0", subject=f"{a}-{b}:rail0", check="nccl")
+    text = (DATA / "nccl-tests" / "sendrecv-1node-2xh200-v2.19.6.txt").read_text()
+    ev = Evidence(a, "nccl-tests", argv=("sendrecv_perf",), stdout=text, meta=meta)
+    steps = [(ev, "raw/c/r001.jsonl.gz#nccl/a/step.json"), (ev, "raw/nccl/a/step.json")]
+    first = stored.Stored()
+    judged = judge_steps(s, steps, {}, None, first)
+    assert list(first.fresh) == ["raw/c/r001.jsonl.gz"]
+    lines = stored.unpack(gzip.decompress(b"".join(first.fresh["raw/c/r001.jsonl.gz"])).decode().splitlines())
+    assert list(lines) == ["nccl/a/step.json"]
+    again = stored.Stored(lambda bundle: lines if bundle == "raw/c/r001.jsonl.gz" else {})
+    # by repr: a failed pair's localization row holds NaN, never equal to itself
+    assert repr(judge_steps(s, steps, {}, None, again)) == repr(judged)
+    assert list(again.fresh) == []  # the bundled step read back; the unbundled one parsed, not stored
