@@ -159,10 +159,32 @@ def _clean_rails(text: str) -> dict[int, RailCounters] | None:
     return by_rail
 
 
+def _nvlink_only(text: str) -> Snapshot | None:
+    """The NVLink section alone of a snapshot whose lines break only at "\n" (what :func:`parse` reads with
+    ``rails=False``), found without splitting the rails' lines; None where the line-by-line reading must
+    name a fault (text before the first section, a bad ``## nvlink`` line) or another line break could
+    begin a section."""
+    if not text.isascii() or any(c in text for c in _OTHER_BREAKS):
+        return None
+    first = 0 if text.startswith("##") else text.find("\n##") + 1
+    if (first == 0 and not text.startswith("##")) or text[:first].strip():
+        return None  # no section at all, or something before the first one
+    at = 0 if text.startswith("## nvlink") else text.find("\n## nvlink") + 1
+    if at == 0 and not text.startswith("## nvlink"):
+        return Snapshot({}, None)
+    lines = text[at:].splitlines()
+    m = _NVLINK_RE.match(lines[0].rstrip())
+    if m is None:
+        return None
+    return Snapshot({}, _nvlink(m, lines[1:], text.count("\n", 0, at) + 2))
+
+
 def parse(text: str, *, rails: bool = True, nvlink: bool = True) -> Snapshot:
     """Parse one snapshot; ParseError names the line for anything outside the documented layout.
     ``rails=False`` / ``nvlink=False`` leave that part out (empty / None) unread: a judge that reads only
     the other part does not pay for it (a 1,024-node campaign takes ~170,000 snapshots)."""
+    if not rails and nvlink and (alone := _nvlink_only(text)) is not None:
+        return alone
     if rails and (clean := _clean_rails(text)) is not None:
         # the NVLink section, where there is one, read as the line-by-line reading reads it
         links = parse(text, rails=False).nvlink if nvlink and "## nvlink" in text else None

@@ -85,7 +85,10 @@ def parse(text: str) -> Query:
         if not line.strip():
             continue
         indent = len(line) - len(line.lstrip(" "))
-        kv = _KV.fullmatch(line)
+        if indent > 4 and section != "Fabric" and gpu is not None:
+            continue  # any other section's facts: ~90% of the ~250 lines a GPU prints
+        # a section's header has no colon: the pattern, which needs one, is not tried on it
+        kv = _KV.fullmatch(line) if ":" in line else None
         if indent == 0:
             head = _GPU.fullmatch(line)
             if head:

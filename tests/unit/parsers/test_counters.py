@@ -146,12 +146,13 @@ def _line_by_line(text: str, **parts: bool) -> object:
     from clusteraccept.parsers import counters
 
     clean, counters._clean_rails = counters._clean_rails, lambda text: None
+    alone, counters._nvlink_only = counters._nvlink_only, lambda text: None
     try:
         return parse(text, **parts)
     except ParseError as exc:
         return ("ParseError", exc.line_no, exc.expected)
     finally:
-        counters._clean_rails = clean
+        counters._clean_rails, counters._nvlink_only = clean, alone
 
 
 CLEAN = (
@@ -177,14 +178,45 @@ def test_the_one_pass_reading_of_clean_rails_is_the_line_by_line_one() -> None:
 @given(
     mutations(
         [CLEAN, _nv(3)],
-        insert=st.sampled_from(["\n", "##", "#", " ", "\r", "\x85", "link_downed: 2\n", "## rail 0"]),
+        insert=st.sampled_from(
+            ["\n", "##", "#", " ", "\r", "\x85", "link_downed: 2\n", "## rail 0", "\n## nvlink rc=0\n"]
+        ),
     )
 )
 def test_fuzz_the_one_pass_reading_agrees_with_the_line_by_line_one(text: str) -> None:
     from clusteraccept.errors import ParseError
 
-    try:
-        got: object = parse(text, nvlink=False)
-    except ParseError as exc:
-        got = ("ParseError", exc.line_no, exc.expected)
-    assert got == _line_by_line(text, nvlink=False)
+    for parts in ({"nvlink": False}, {"rails": False}):  # the NICs' part alone, the NVLink part alone
+        try:
+            got: object = parse(text, **parts)
+        except ParseError as exc:
+            got = ("ParseError", exc.line_no, exc.expected)
+        assert got == _line_by_line(text, **parts), parts
+
+
+def test_the_nvlink_part_is_found_without_reading_the_rails_where_nothing_needs_naming() -> None:
+    """``rails=False`` (nvlink.errors, ~85 snapshots a node) finds the NVLink section without splitting the
+    rails' lines; anything the line-by-line reading would name (text before the first section, a bad
+    ``## nvlink`` line, a line break other than "\\n") is left to it, and both agree."""
+    from clusteraccept.errors import ParseError
+    from clusteraccept.parsers.counters import _nvlink_only
+
+    nv = _nv(2)
+    assert _nvlink_only(nv) == parse(nv).__class__({}, parse(nv).nvlink)
+    assert _nvlink_only(CLEAN) is not None and _nvlink_only(CLEAN).nvlink is None  # type: ignore[union-attr]
+    damaged = {
+        "text first": "junk\n" + nv,
+        "no section": "\n\n",
+        "bad rc": nv.replace("## nvlink rc=0", "## nvlink rc=zero"),
+        "a lone CR": nv.replace("\n## nvlink", "\r## nvlink"),
+        "not ASCII": nv.replace("NVIDIA", "NVIDIA\u00a0"),
+    }
+    for why, text in damaged.items():
+        assert _nvlink_only(text) is None, why
+    bad_line = nv.replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: x")
+    for text in (nv, CLEAN, bad_line, "## nvlink rc=9\nFailed to initialize NVML\n", *damaged.values()):
+        try:
+            got: object = parse(text, rails=False)
+        except ParseError as exc:
+            got = ("ParseError", exc.line_no, exc.expected)
+        assert got == _line_by_line(text, rails=False), text
