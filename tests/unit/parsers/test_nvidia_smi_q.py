@@ -76,3 +76,16 @@ def test_truncations_parse_or_raise_parse_error(text: str) -> None:
 def test_mutations_parse_or_raise_parse_error(text: str) -> None:
     parses_or_parse_error(parse, text)
     parses_or_parse_error(fabric_section, text)
+
+
+def test_other_sections_are_passed_over_but_an_indented_line_before_any_gpu_is_refused() -> None:
+    """The lines of sections the parser does not read (~90% of a GPU's ~250) are skipped before any
+    pattern is tried; that skip must not swallow a line no section can hold."""
+    lines = WHOLE.read_text().splitlines()
+    gpu = next(i for i, ln in enumerate(lines) if ln.startswith("GPU "))
+    clocks = next(i for i, ln in enumerate(lines) if i > gpu and ln.startswith("        ") and ":" in ln)
+    odd = [*lines[: clocks + 1], "        anything at all, no colon", *lines[clocks + 1 :]]
+    assert parse("\n".join(odd)) == parse("\n".join(lines))  # another section's line: not read
+    early = [*lines[:gpu], "        Product Name : before any GPU", *lines[gpu:]]
+    err = assert_parse_error_at(parse, "\n".join(early), gpu + 1)
+    assert "before an indented line" in err.expected
