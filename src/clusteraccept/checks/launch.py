@@ -160,7 +160,10 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
     nodes = meta["nodes"].split(",")
     if len(nodes) < 2:
         return []  # a step inside one node uses no NIC
-    net = debug.net_channels()
+    used_by: dict[str | None, set[int]] = {}  # each node's NET devices, read once (not per node: quadratic)
+    for c in debug.net_channels():
+        if c.net_dev is not None:
+            used_by.setdefault(c.host, set()).add(c.net_dev)
     for node in nodes:
         fabric = _fabric(site, node)
         ofi = fabric in LIBFABRIC_PROVIDER
@@ -183,7 +186,7 @@ def _nics(site: Site, meta: dict[str, str], debug: NcclDebug, nic_pci: NicPci) -
             msg = f"used {', '.join(sorted(found))}" + (f", not {what}: {', '.join(stray)}" if stray else "")
             out.append(Finding("launch.nic", node, not stray, msg, step))
             continue
-        used = {c.net_dev for c in net if c.host == node and c.net_dev is not None}
+        used = used_by.get(node, set())
         if not used:
             out.append(Finding("launch.nic", node, None, "no NET channel of this node in the NCCL log", step))
             continue
@@ -224,8 +227,14 @@ def _tcp_nics(node: str, debug: NcclDebug, allowed: set[str], what: str, step: s
 def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Finding]:
     expect, step, out = site.nccl.expect, step_id(meta), []
     nodes = meta["nodes"].split(",")
+    # each node's connections, and what the whole step engaged, read once: a block step's log has tens of
+    # thousands of connection lines, and scanning them per node made it quadratic in the block's size
+    by_host: dict[str | None, list[NcclConnection]] = {}
+    for c in debug.connections:
+        by_host.setdefault(c.host, []).append(c)
+    nvls, collnet = debug.nvls_used(), debug.collnet_used()
     for node in nodes:
-        mine = [c for c in debug.connections if c.host == node]
+        mine = by_host.get(node, [])
         asked = [net for h, net in debug.net_not_found if h == node]
         failed = [m for h, m in debug.tcp_plugin_failures if h == node]
         if not mine and asked:  # NCCL_NET names a network NCCL could not load: the step failed at init
@@ -263,8 +272,8 @@ def _transport(site: Site, meta: dict[str, str], debug: NcclDebug) -> list[Findi
         many_gpus = meta.get("kind") in ("node", "block")
         across = meta.get("kind") == "block" and meta.get("check") != "sharp"
         for name, want, used in (
-            ("NVLS", expect.nvls if many_gpus else None, debug.nvls_used()),
-            ("CollNet", expect.collnet if across else None, debug.collnet_used()),
+            ("NVLS", expect.nvls if many_gpus else None, nvls),
+            ("CollNet", expect.collnet if across else None, collnet),
         ):
             if want is not None and used != want:
                 bad.append(
