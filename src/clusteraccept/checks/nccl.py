@@ -12,14 +12,17 @@ Verdicts:
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import Archived, cores, counters, efa, slingshot, tcpx
+from clusteraccept.checks import Archived, counters, efa, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
@@ -542,10 +545,32 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, bytes]]:
     return (verdicts, rows, findings), {bundle: pack(lines) for bundle, lines in fresh.items()}
 
 
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use (a Slurm/cgroup allocation)
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _may_fork() -> bool:
+    """Fork only where no other Python thread runs: a lock one holds at fork time stays held in the child
+    (a pytest-xdist worker has execnet's I/O thread; it judges serially). Native threads do not count:
+    numpy's OpenBLAS starts one at import (so every process that imports pandas has two) and stops its pool
+    around fork (openblas_fork_handler: pthread_atfork(blas_thread_shutdown_, ...), OpenBLAS
+    driver/others/memory.c), and a worker does no linear algebra; counting them (the task list under
+    /proc) left every run judging on one core."""
+    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
+
+
 def _links_range(bounds: tuple[int, int]) -> list[Verdict]:
     assert _SHARED is not None
     site, _, _, (order, by_node), _ = _SHARED
     return _node_link_errors(site, order[bounds[0] : bounds[1]], by_node)
+
+
+def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
+    chunk = -(-n // parts) if n else 1
+    return [(i, min(i + chunk, n)) for i in range(0, n, chunk)]
 
 
 def judge_steps(
@@ -562,25 +587,29 @@ def judge_steps(
     4 million steps at 16,384 nodes) and its parse added to ``stored.fresh``; the link errors take ~15 s
     of one core at 1,024 nodes."""
     global _SHARED
-    workers = min(cores.cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
+    workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
     stored = stored if stored is not None else Stored()
     _SHARED = (site, steps, nic_pci or {}, links, stored.read)
-    if workers < 2 or len(steps) < PARALLEL_MIN or not cores.may_fork():
+    if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))
             _add_fresh(stored, [fresh])
             return judged, _links_range((0, len(links[0])))
         finally:
             _SHARED = None
+    # the collector would walk every object the parent holds (the whole run's evidence) in each worker,
+    # copying every page it touches: frozen, the workers leave them alone (gc.freeze's own advice for fork)
+    gc.freeze()
     try:
-        with cores.frozen(), mp.get_context("fork").Pool(workers) as pool:
+        with mp.get_context("fork").Pool(workers) as pool:
             # one queue: a worker done with its steps takes nodes' counters, and the reverse
-            in_steps = pool.map_async(_judge_range, cores.ranges(len(steps), workers * 4))
-            linked = pool.map_async(_links_range, cores.ranges(len(links[0]), workers * 4))
+            in_steps = pool.map_async(_judge_range, _ranges(len(steps), workers * 4))
+            linked = pool.map_async(_links_range, _ranges(len(links[0]), workers * 4))
             parts, link_parts = in_steps.get(), linked.get()
     finally:
         _SHARED = None
+        gc.unfreeze()
     _add_fresh(stored, [fresh for _, fresh in parts])
     return (
         [v for (vs, _, _), _ in parts for v in vs],

@@ -28,7 +28,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 
-from clusteraccept.checks import cores
 from clusteraccept.checks.counters import Interval, intervals
 from clusteraccept.checks.hostfacts import failure
 from clusteraccept.checks.nvlink_domain import judge_domains
@@ -171,21 +170,20 @@ def judge_fabric(node: str, nv: NvLink, gpus: int, evs: list[Archived]) -> Verdi
 def fabric_down(site: Site, evidence: Sequence[Archived]) -> dict[str, str]:
     """Node -> why its NVSwitch fabric is not up, for the nodes whose type has one and whose ``nvidia-smi -q``
     says so: what needs CUDA there is not judged (the fabric is the finding)."""
-    queries = [(ev, path) for ev, path in evidence if ev.source == "nvidia-smi-q" and ev.returncode == 0]
-
-    def one(i: int) -> list[tuple[str, str]]:
-        ev, path = queries[i]
+    out = {}
+    for ev, path in evidence:
+        if ev.source != "nvidia-smi-q" or ev.returncode != 0:
+            continue
         nt = site.node_type(ev.host) if ev.host in site.nodes else None
         if nt is None or nt.nvlink is None or not nt.nvlink.nvswitch:
-            return []
+            continue
         try:
             problems = fabric_problems(nvidia_smi_q.parse(ev.stdout), nt.gpus)
         except ParseError:
-            return []
-        return [(ev.host, f"nvlink.fabric on {ev.host} ({problems[0]}; {path})")] if problems else []
-
-    # a parse of each node's nvidia-smi -q (~1 ms): spread over the cores on a large site
-    return dict(cores.in_order(one, len(queries), min_n=cores.NODES_MIN))
+            continue
+        if problems:
+            out[ev.host] = f"nvlink.fabric on {ev.host} ({problems[0]}; {path})"
+    return out
 
 
 def _links(node: str, gpu: int, nv: NvLink, report: nvidia_smi_nvlink.NvlinkReport, path: str) -> Verdict:
@@ -317,29 +315,26 @@ def judge(site: Site, evidence: Sequence[Archived], nodes: Sequence[str]) -> lis
     by_host: dict[str, list[Archived]] = defaultdict(list)
     for ev, path in evidence:
         by_host[ev.host].append((ev, path))
-
-    def one(i: int) -> list[Verdict]:
-        node = nodes[i]
+    out: list[Verdict] = []
+    for node in nodes:
         nt = site.node_type(node)
         if nt.nvlink is None:
             why = f"node type {nt.name} declares no NVLink (node_types.{nt.name}.nvlink)"
-            out = [skip("nvlink.fabric", FAMILY, node, why)]
+            out.append(skip("nvlink.fabric", FAMILY, node, why))
             for g in range(nt.gpus):
                 out += [skip(c, FAMILY, gpu_subject(node, g), why) for c in ("nvlink.links", "nvlink.errors")]
-            return out
+            continue
         evs = by_host.get(node, [])
         probe = [(ev, p) for ev, p in evs if ev.source != "counters"]
         fabric = judge_fabric(node, nt.nvlink, nt.gpus, probe)
-        links = judge_links(node, nt.nvlink, nt.gpus, probe)
+        out.append(fabric)
+        out += judge_links(node, nt.nvlink, nt.gpus, probe)
         errors = judge_errors(node, nt.gpus, [(ev, p) for ev, p in evs if ev.source == "counters"])
         if fabric.labels.get("fabric") == NOT_REGISTERED:
             # no registration, no CUDA: nothing crossed these NVLinks, so no rise says nothing
             why = f"not judged: nvlink.fabric on {node} (the fabric is not up: no traffic crossed it)"
             errors = [replace(v, outcome=Outcome.SKIP, message=why) for v in errors]
-        return [fabric, *links, *errors]
-
-    # ~15 ms a node (its nvidia-smi -q, ~85 counter snapshots): spread over the cores on a large site
-    out = cores.in_order(one, len(nodes), min_n=cores.NODES_MIN)
+        out += errors
     if site.nvlink_domains:  # NVLink domains across nodes (NVL72 racks): checks/nvlink_domain.py
         out += judge_domains(site, evidence, fabric_down(site, evidence), nodes)
     return out

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusteraccept.checks import cores, nccl
+from clusteraccept.checks import nccl
 from clusteraccept.judge.verdicts import Outcome
 from clusteraccept.plan.jobs import make_plan
 from clusteraccept.sim.prepare import fabric_of, simulate_step
@@ -203,8 +203,8 @@ def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) ->
     site = make_site([{"kind": "slow_rail", "node": "n05", "rail": 2, "factor": 0.5}])
     serial = run(site)
     monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)  # forked workers, each a contiguous range of steps
-    monkeypatch.setattr(cores, "cpus", lambda: 3)
-    monkeypatch.setattr(cores, "may_fork", lambda: True)  # (an xdist worker has an I/O thread: serial)
+    monkeypatch.setattr(nccl, "_cpus", lambda: 3)
+    monkeypatch.setattr(nccl, "_may_fork", lambda: True)  # (an xdist worker has an I/O thread: serial)
     assert run(site) == serial
 
 
@@ -216,10 +216,10 @@ def test_a_process_with_numpy_loaded_judges_over_the_cores_and_one_with_a_python
 
     code = (
         "import threading, time, pandas\n"
-        "from clusteraccept.checks.cores import may_fork\n"
-        "print(may_fork())\n"
+        "from clusteraccept.checks.nccl import _may_fork\n"
+        "print(_may_fork())\n"
         "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
-        "print(may_fork())\n"
+        "print(_may_fork())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"], out
