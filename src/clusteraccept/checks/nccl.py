@@ -599,7 +599,10 @@ def judge_steps(
         finally:
             _SHARED = None
     # the collector would walk every object the parent holds (the whole run's evidence) in each worker,
-    # copying every page it touches: frozen, the workers leave them alone (gc.freeze's own advice for fork)
+    # copying every page it touches: frozen, the workers leave them alone (gc.freeze's own advice for fork).
+    # What was frozen before (the pytest plugin's items, for the session) stays frozen after: gc.unfreeze
+    # cannot tell whose objects are whose, and un-freezing the items had them walked at every collection.
+    already = gc.get_freeze_count() > 0
     gc.freeze()
     try:
         with mp.get_context("fork").Pool(workers) as pool:
@@ -609,7 +612,8 @@ def judge_steps(
             parts, link_parts = in_steps.get(), linked.get()
     finally:
         _SHARED = None
-        gc.unfreeze()
+        if not already:
+            gc.unfreeze()
     _add_fresh(stored, [fresh for _, fresh in parts])
     return (
         [v for (vs, _, _), _ in parts for v in vs],

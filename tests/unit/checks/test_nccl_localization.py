@@ -4,6 +4,7 @@ uplink, with zero false blames, over many seeded random injections."""
 
 from __future__ import annotations
 
+import gc
 import random
 from pathlib import Path
 from typing import Any
@@ -205,7 +206,10 @@ def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) ->
     monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)  # forked workers, each a contiguous range of steps
     monkeypatch.setattr(nccl, "_cpus", lambda: 3)
     monkeypatch.setattr(nccl, "_may_fork", lambda: True)  # (an xdist worker has an I/O thread: serial)
+    gc.freeze()  # as the plugin freezes its items for the session (its pytest_unconfigure unfreezes them)
+    held = gc.get_freeze_count()
     assert run(site) == serial
+    assert gc.get_freeze_count() > held // 2  # the session's freeze left in place (a few frozen objects die)
 
 
 def test_a_process_with_numpy_loaded_judges_over_the_cores_and_one_with_a_python_thread_does_not() -> None:
