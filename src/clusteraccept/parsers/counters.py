@@ -159,6 +159,14 @@ def _clean_rails(text: str) -> dict[int, RailCounters] | None:
     return by_rail
 
 
+def _line_starting(text: str, prefix: str) -> int:
+    """Where the first line of ``text`` (broken at "\n") that starts with ``prefix`` begins; -1: none."""
+    if text.startswith(prefix):
+        return 0
+    at = text.find("\n" + prefix)
+    return at + 1 if at >= 0 else -1
+
+
 def _nvlink_only(text: str) -> Snapshot | None:
     """The NVLink section alone of a snapshot whose lines break only at "\n" (what :func:`parse` reads with
     ``rails=False``), found without splitting the rails' lines; None where the line-by-line reading must
@@ -166,11 +174,11 @@ def _nvlink_only(text: str) -> Snapshot | None:
     begin a section."""
     if not text.isascii() or any(c in text for c in _OTHER_BREAKS):
         return None
-    first = 0 if text.startswith("##") else text.find("\n##") + 1
-    if (first == 0 and not text.startswith("##")) or text[:first].strip():
+    first = _line_starting(text, "##")
+    if first < 0 or text[:first].strip():
         return None  # no section at all, or something before the first one
-    at = 0 if text.startswith("## nvlink") else text.find("\n## nvlink") + 1
-    if at == 0 and not text.startswith("## nvlink"):
+    at = _line_starting(text, "## nvlink")
+    if at < 0:
         return Snapshot({}, None)
     lines = text[at:].splitlines()
     m = _NVLINK_RE.match(lines[0].rstrip())

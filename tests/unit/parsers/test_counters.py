@@ -199,10 +199,10 @@ def test_the_nvlink_part_is_found_without_reading_the_rails_where_nothing_needs_
     rails' lines; anything the line-by-line reading would name (text before the first section, a bad
     ``## nvlink`` line, a line break other than "\\n") is left to it, and both agree."""
     from clusteraccept.errors import ParseError
-    from clusteraccept.parsers.counters import _nvlink_only
+    from clusteraccept.parsers.counters import Snapshot, _nvlink_only
 
     nv = _nv(2)
-    assert _nvlink_only(nv) == parse(nv).__class__({}, parse(nv).nvlink)
+    assert _nvlink_only(nv) == Snapshot({}, parse(nv).nvlink)
     assert _nvlink_only(CLEAN) is not None and _nvlink_only(CLEAN).nvlink is None  # type: ignore[union-attr]
     damaged = {
         "text first": "junk\n" + nv,
