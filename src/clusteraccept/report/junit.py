@@ -35,7 +35,7 @@ from junit_xml import TestCase, TestSuite
 
 from clusteraccept.judge import record
 from clusteraccept.judge.items import NODE, SHOWN, Items, counts_line, failure_lines, group, outcome_of
-from clusteraccept.report.model import Digest, banner, digest, in_suite_order, known_nodes
+from clusteraccept.report.model import Digest, banner, digest, in_suite_order, item_owners
 
 JUNIT_XML_MAX = 50_000
 CHUNK = 20_000  # testcases per write (cleaned of illegal characters as one string)
@@ -111,8 +111,7 @@ def _case(family: str, subject: str, vs: list[Mapping[str, Any]], items: Items) 
 
 def cases(results: Mapping[str, Any]) -> dict[str, list[Case]]:
     """The run's items as testcases, by suite, in the families' order."""
-    nodes = list(results.get("nodes") or known_nodes(results))
-    blocks = [*(results.get("blocks") or {}), "all", *(results.get("nvlink_domains") or {})]
+    nodes, blocks = item_owners(results)
     items = group(results.get("verdicts", []), nodes, blocks)
     by: dict[str, list[Case]] = {}
     for (family, per, subject), vs in items.owned.items():

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from clusteraccept.families import JUDGED, JUNIT_SUITES
+from clusteraccept.judge import record
 from clusteraccept.judge.items import split_pair
 
 T = TypeVar("T")
@@ -55,7 +56,6 @@ class BlockRow(NamedTuple):
 class Digest:
     counts: dict[str, Counter[str]] = field(default_factory=dict)  # suite -> outcome -> n
     total: Counter[str] = field(default_factory=Counter)
-    suites: list[str] = field(default_factory=list)  # the suite of each verdict, in order
     failures: list[dict[str, Any]] = field(default_factory=list)  # fail + error verdicts, in order
     waived: list[dict[str, Any]] = field(default_factory=list)
     pairs: list[PairRow] = field(default_factory=list)
@@ -78,6 +78,13 @@ def known_nodes(results: Mapping[str, Any]) -> list[str]:
     return sorted(results.get("fingerprint", {}).get("nodes", {}))
 
 
+def item_owners(results: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The nodes and the blocks (with "all" and the NVLink domains) that own the run's items and junit.xml's
+    testcases (judge/items.group)."""
+    nodes = list(results.get("nodes") or known_nodes(results))
+    return nodes, [*(results.get("blocks") or {}), "all", *(results.get("nvlink_domains") or {})]
+
+
 def known_blocks(results: Mapping[str, Any]) -> dict[str, list[str]]:
     if results.get("blocks"):
         return {k: list(v) for k, v in results["blocks"].items()}
@@ -88,7 +95,7 @@ def known_blocks(results: Mapping[str, Any]) -> dict[str, list[str]]:
 def suite_of(v: Mapping[str, Any], nodes: frozenset[str]) -> str:
     """The summary suite: the family, nccl split into nccl-nodes and nccl-blocks (as suites/ are: a pair's
     verdicts are the evidence of its nodes' items, judge/items.py)."""
-    return _suite_fast(v, v.get("labels") or {}, nodes)
+    return _suite_of(v["family"], v["subject"], v.get("labels") or {}, nodes)
 
 
 # The suite of an nccl verdict by its scope label (the common case: one dict look-up).
@@ -103,51 +110,51 @@ _SCOPE_SUITE = {
 _NUMBERS = (int, float)
 
 
-def digest(results: Mapping[str, Any]) -> Digest:
-    """Counts per suite, the failures, per-key values and the chart rows, in one pass (hot at 10^6)."""
+def digest(results: Mapping[str, Any], verdicts: Iterable[record.Brief] | None = None) -> Digest:
+    """Counts per suite, the failures, per-key values and the chart rows, in one pass (hot at 10^6).
+    ``verdicts``: the run's verdicts as briefs (record.briefs, read from its store); default: the dicts
+    inside ``results``."""
     nodes = frozenset(known_nodes(results))
     d = Digest()
     counts: dict[tuple[str, str], int] = {}
     pair_cache: dict[str, tuple[str, str]] = {}
     key_values, key_meta, key_fails = d.key_values, d.key_meta, d.key_fails
-    add_suite, add_pair, add_block = d.suites.append, d.pairs.append, d.blocks.append
+    add_pair, add_block = d.pairs.append, d.blocks.append
     scope_suite = _SCOPE_SUITE
-    for v in results.get("verdicts", []):
-        outcome = v["outcome"]
-        labels = v.get("labels") or {}
-        family = v["family"]
+    if verdicts is None:
+        verdicts = record.briefs_of(results.get("verdicts", []))
+    for b in verdicts:
+        check, family, subject, outcome, _, value, ref, lower, upper, unit, evidence, labels = b
         if family == "nccl":
             scope = labels.get("scope", "")
-            suite = scope_suite.get(scope) or _suite_fast(v, labels, nodes)
+            suite = scope_suite.get(scope) or _suite_of(family, subject, labels, nodes)
         else:
             scope, suite = "", family
-        add_suite(suite)
         ck = (suite, outcome)
         counts[ck] = counts.get(ck, 0) + 1
         if outcome != "pass":
             if outcome == "fail" or outcome == "error":
+                v = record.as_dict(b)
                 d.failures.append(v)
-                if outcome == "fail" and v["check"] == "nccl.localization":
+                if outcome == "fail" and check == "nccl.localization":
                     d.localization.append(v)
             elif outcome == "waived":
-                d.waived.append(v)
-        value = v.get("value")
+                d.waived.append(record.as_dict(b))
         if value is None or value.__class__ not in _NUMBERS:
             continue
-        check = v["check"]
         if outcome != "skip" and outcome != "error":  # judged against a baseline: the key's trend
             key = labels.get("key") or check
             bucket = key_values.get(key)
             if bucket is None:
                 bucket = key_values[key] = []
-                key_meta[key] = (v.get("unit") or "", v.get("ref"), v.get("lower"), v.get("upper"))
+                key_meta[key] = (unit or "", ref, lower, upper)
             bucket.append(float(value))
             if outcome == "fail":
                 key_fails[key] += 1
         if check != "nccl.busbw":
             continue
         if scope == "pair_in_block" or scope == "pair_cross_block":
-            pair, rail, collective = v["subject"].split(":", 3)[:3]
+            pair, rail, collective = subject.split(":", 3)[:3]
             ab = pair_cache.get(pair)
             if ab is None:
                 ab = pair_cache[pair] = split_pair(pair, nodes)
@@ -159,22 +166,22 @@ def digest(results: Mapping[str, Any]) -> Digest:
                     collective,
                     int(labels.get("size_B") or 0),
                     float(value),
-                    v.get("ref"),
+                    ref,
                     outcome == "fail",
                     scope == "pair_cross_block",
-                    (v.get("evidence") or ("",))[0],
+                    evidence.split("\n", 1)[0],
                 )
             )
         elif scope in BLOCK_SCOPES and not labels.get("attempt"):  # a bisection's half is not the block
             add_block(
                 BlockRow(
-                    v["subject"].split(":", 1)[0],
+                    subject.split(":", 1)[0],
                     scope,
                     labels.get("collective", ""),
                     int(labels.get("size_B") or 0),
                     float(value),
-                    v.get("ref"),
-                    v.get("lower"),
+                    ref,
+                    lower,
                     outcome == "fail",
                 )
             )
@@ -192,14 +199,12 @@ def in_suite_order(by_suite: Mapping[str, T]) -> dict[str, T]:
     return {s: by_suite[s] for s in order if s in by_suite}
 
 
-def _suite_fast(v: Mapping[str, Any], labels: Mapping[str, str], nodes: frozenset[str]) -> str:
-    family: str = v["family"]
+def _suite_of(family: str, subject: str, labels: Mapping[str, str], nodes: frozenset[str]) -> str:
     if family != "nccl":
         return family
     scope = labels.get("scope")
     if scope:
         return "nccl-blocks" if scope in ("block", "all") else "nccl-nodes"
-    subject: str = v["subject"]
     if ":rail" in subject:  # pair steps are named a-b:railK (plan/subjects.py, plan/jobs.py)
         return "nccl-nodes"
     return "nccl-nodes" if subject.split(":", 1)[0] in nodes else "nccl-blocks"

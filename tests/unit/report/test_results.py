@@ -103,3 +103,24 @@ def test_labels_are_stored_as_given_whatever_their_order_or_type(tmp_path: Path)
     back = [v["labels"] for v in record.rows(tmp_path)]
     assert back == labels
     assert [type(b["n"]) for b in back[2:]] == [int, bool, float, str]
+
+
+def test_the_reports_read_the_store_as_briefs_and_say_the_same(demo_run: DemoRun, tmp_path: Path) -> None:
+    """The reports' one pass reads every verdict as a brief (record.briefs) and junit.xml only the items'
+    verdicts (record.rows "items"): each brief is its verdict's dict, the digest of the briefs is that of the
+    dicts, and junit.xml is the one built from every verdict."""
+    from clusteraccept.report import write_reports
+    from clusteraccept.report.junit import build
+    from clusteraccept.report.model import digest
+
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run)
+    facts = json.loads((run / "results.json").read_text())
+    every = record.load(run)["verdicts"]
+    briefs = list(record.briefs(run, facts))
+    assert [record.as_dict(b) for b in briefs] == every
+    assert any(b[3] == "fail" for b in briefs) and any(b[11] for b in briefs)  # failures, labels: both read
+    whole = digest({**facts, "verdicts": every})
+    assert digest(facts, briefs) == whole and whole.failures and whole.pairs and whole.key_values
+    write_reports(run, history=False)
+    assert (run / "junit.xml").read_text() == build(record.load(run))
