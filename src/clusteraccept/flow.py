@@ -330,7 +330,7 @@ def execute(req: Request) -> dict[str, Any]:
     archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
     results["families"] = list(req.families) + (["nccl"] if req.nccl else [])
     results["ended"] = datetime.now(UTC).isoformat(timespec="seconds")
-    return record.write(req.run_dir, results, (v.to_dict() for v in verdicts))
+    return record.write(req.run_dir, results, verdicts)
 
 
 def _confirmed(
@@ -420,7 +420,7 @@ def rejudge(site: Site, run_dir: Path, token: str | None = None, reparse: bool =
         results["rejudge_token"] = token  # which session re-judged it (xdist: once for all its processes)
     results["baselines_file"] = site.baselines_file or site.file
     results["baselines_sha256"] = baselines_hash(site)
-    return record.write(run_dir, results, (v.to_dict() for v in verdicts))
+    return record.write(run_dir, results, verdicts)
 
 
 def limits_of(site: Site, executor: str) -> limits.Limits:
