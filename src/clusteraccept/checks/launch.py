@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from clusteraccept.checks.libfabric import NicPci
 from clusteraccept.judge.verdicts import Outcome, Verdict
@@ -55,6 +55,70 @@ class Finding:
     step: str  # the step's subject, quoted by a failing node verdict
     cpus: frozenset[int] = frozenset()  # launch.binding: the CPUs this node's ranks of the step ran on
     versions: tuple[str, ...] = ()  # nccl.config: the NCCL version(s) this node's ranks logged
+
+
+@dataclass
+class Folded:
+    """One check's findings on one node, folded step by step into what :func:`node_verdicts` says of them."""
+
+    n_ok: int = 0
+    first_ok: str | None = None  # the first passing finding's message (a PASS verdict's example)
+    first: str | None = None  # the first finding's message (a SKIP verdict's reason)
+    bad: list[Finding] = field(default_factory=list)  # every failing finding, in step order
+    steps: list[str] = field(default_factory=list)  # the first MAX_QUOTED steps (a run-wide FAIL cites)
+
+
+@dataclass
+class Findings:
+    """Every step's findings as :func:`node_verdicts` and :func:`crowded_steps` read them. They add up
+    (:meth:`merge`): each worker of the step judging (checks/nccl.py) folds its own steps, and the parent
+    adds the workers' folds in step order. ~4 findings a step came back to the parent one object each
+    (~275,000 at 256 nodes, ~1.9 s of unpickling in the parent alone); now a few per node."""
+
+    folded: dict[tuple[str, str], Folded] = field(default_factory=dict)  # (check, node) ->
+    # launch.binding of rail steps, with the CPUs they ran on: compared across a round's steps
+    bound: list[Finding] = field(default_factory=list)
+    versions: dict[str, set[str]] = field(default_factory=dict)  # node -> the NCCL versions its ranks logged
+
+    def add(self, findings: Iterable[Finding]) -> None:
+        folded = self.folded
+        for f in findings:
+            got = folded.get((f.check, f.node))
+            if got is None:
+                got = folded[(f.check, f.node)] = Folded(first=f.message)
+            if f.ok:
+                got.n_ok += 1
+                if got.first_ok is None:
+                    got.first_ok = f.message
+            elif f.ok is False:
+                got.bad.append(f)
+            if len(got.steps) < MAX_QUOTED and f.step not in got.steps:
+                got.steps.append(f.step)
+            if f.check == "launch.binding" and f.cpus and ":rail" in f.step:
+                self.bound.append(f)
+            if f.check == "nccl.config" and f.versions:
+                self.versions.setdefault(f.node, set()).update(f.versions)
+
+    def merge(self, later: Findings) -> None:
+        """Add ``later``'s folds, of steps after this one's."""
+        for key, f in later.folded.items():
+            got = self.folded.get(key)
+            if got is None:
+                self.folded[key] = f
+                continue
+            got.n_ok += f.n_ok
+            got.first_ok = got.first_ok if got.first_ok is not None else f.first_ok
+            got.bad += f.bad
+            got.steps += [s for s in f.steps if s not in got.steps][: MAX_QUOTED - len(got.steps)]
+        self.bound += later.bound
+        for node, vs in later.versions.items():
+            self.versions.setdefault(node, set()).update(vs)
+
+
+def fold(findings: Iterable[Finding]) -> Findings:
+    out = Findings()
+    out.add(findings)
+    return out
 
 
 def step_id(meta: dict[str, str]) -> str:
@@ -466,14 +530,10 @@ def crowded_steps(findings: Sequence[Finding], evidence: dict[str, str]) -> dict
     return out
 
 
-def _odd_versions(findings: Sequence[Finding]) -> dict[str, str]:
-    """Nodes whose NCCL differs from the one most nodes of the run logged: node -> why. One job's ranks
-    must run one NCCL; a node with another (a stale image, a module loaded by a prolog) changes what every
-    collective it is part of does."""
-    by_node: dict[str, set[str]] = {}
-    for f in findings:
-        if f.check == "nccl.config" and f.versions:
-            by_node.setdefault(f.node, set()).update(f.versions)
+def _odd_versions(by_node: Mapping[str, set[str]]) -> dict[str, str]:
+    """Nodes whose NCCL differs from the one most nodes of the run logged: node -> why (``by_node``: the
+    versions each node's ranks logged). One job's ranks must run one NCCL; a node with another (a stale
+    image, a module loaded by a prolog) changes what every collective it is part of does."""
     if len(by_node) < 2:
         return {}
     ranked = Counter(v for vs in by_node.values() for v in vs).most_common()
@@ -505,7 +565,7 @@ def _quoted(bad: Sequence[Finding]) -> tuple[list[str], int, list[str]]:
 
 
 def node_verdicts(
-    findings: Sequence[Finding],
+    findings: Findings,
     nodes: Sequence[str],
     evidence: dict[str, str],
     crowded: dict[str, tuple[str, str]],
@@ -514,24 +574,22 @@ def node_verdicts(
 
     ``crowded``: :func:`crowded_steps` of the same findings, the rail steps whose node shared fewer CPUs
     than there were concurrent rail steps on it (computed once: the caller also un-judges their numbers)."""
-    by: dict[tuple[str, str], list[Finding]] = {}
-    for f in findings:
-        by.setdefault((f.check, f.node), []).append(f)
     shared: dict[str, list[str]] = {}
     for node, why in crowded.values():
         if why not in shared.setdefault(node, []):
             shared[node].append(why)
-    odd = _odd_versions(findings)
+    odd = _odd_versions(findings.versions)
     out = []
     for check in CHECKS:
         for node in nodes:
-            fs = by.get((check, node), [])
-            bad = [f for f in fs if f.ok is False]
+            f = findings.folded.get((check, node))
+            bad = f.bad if f is not None else []
             extra = shared.get(node, [])[:1] if check == "launch.binding" else []
             if check == "nccl.config" and node in odd:
                 extra = [odd[node]]
             quoted, shown, steps = _quoted(bad)
-            quote = steps or [f.step for f in (fs if extra else [])]  # a run-wide finding: the node's steps
+            # a run-wide finding: the node's steps
+            quote = steps or (f.steps if f is not None and extra else [])
             paths = tuple(dict.fromkeys(evidence[s] for s in quote if s in evidence))[:MAX_QUOTED]
             if bad or extra:
                 more = f" (+{len(bad) - shown} more steps)" if len(bad) > shown else ""
@@ -540,17 +598,10 @@ def node_verdicts(
                         check, FAMILY, node, Outcome.FAIL, "; ".join(extra + quoted) + more, evidence=paths
                     )
                 )
-            elif any(f.ok for f in fs):
-                n = sum(1 for f in fs if f.ok)
+            elif f is not None and f.n_ok:
                 out.append(
-                    Verdict(
-                        check,
-                        FAMILY,
-                        node,
-                        Outcome.PASS,
-                        f"{n} step(s) judged, e.g. {next(f.message for f in fs if f.ok)}",
-                    )
+                    Verdict(check, FAMILY, node, Outcome.PASS, f"{f.n_ok} step(s) judged, e.g. {f.first_ok}")
                 )
-            elif fs:
-                out.append(Verdict(check, FAMILY, node, Outcome.SKIP, f"cannot be judged: {fs[0].message}"))
+            elif f is not None:
+                out.append(Verdict(check, FAMILY, node, Outcome.SKIP, f"cannot be judged: {f.first}"))
     return out

@@ -26,6 +26,7 @@ from clusteraccept.checks import Archived, counters, efa, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
+    Findings,
     crowded_steps,
     gating,
     node_verdicts,
@@ -73,6 +74,8 @@ def _expected_hosts(meta: dict[str, str]) -> tuple[str, ...]:
 
 
 Judged = tuple[list[Verdict], list[dict[str, Any]], list[Finding]]
+# what judging many steps gives: their verdicts and rows in step order, their findings folded
+JudgedSteps = tuple[list[Verdict], list[dict[str, Any]], Findings]
 
 
 def _what_ran(
@@ -514,14 +517,14 @@ LinkWork = tuple[list[str], dict[str, list[Archived]]]
 _SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]]] | None = None
 
 
-def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, bytes]]:
+def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, dict[str, bytes]]:
     """The steps of ``bounds`` judged, each from its stored parse where one is there and still holds
     (parsers/stored.py), else parsed here; and the stored form of the parses made here."""
     assert _SHARED is not None
     site, steps, nic_pci, _, read = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
-    findings: list[Finding] = []
+    findings = Findings()
     fresh: dict[str, list[tuple[str, str]]] = {}
     # the steps come bundle by bundle: each bundle's stored parses read once, by the worker judging them
     bundle: str | None = None
@@ -541,7 +544,7 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[Judged, dict[str, bytes]]:
         vs, rs, fs = judge_step(site, ev, path, nic_pci, parsed)
         verdicts.extend(vs)
         rows.extend(rs)
-        findings.extend(fs)
+        findings.add(fs)
     return (verdicts, rows, findings), {bundle: pack(lines) for bundle, lines in fresh.items()}
 
 
@@ -579,7 +582,7 @@ def judge_steps(
     nic_pci: NicPci | None = None,
     links: LinkWork | None = None,
     stored: Stored | None = None,
-) -> tuple[Judged, list[Verdict]]:
+) -> tuple[JudgedSteps, list[Verdict]]:
     """:func:`judge_step` over every step, in order, and the link errors of ``links``' nodes (their
     counter snapshots: :func:`link_error_verdicts`, independent of the steps): spread over the cores
     (forked workers, each judging a contiguous range of steps or nodes) when there are many steps.
@@ -615,10 +618,13 @@ def judge_steps(
         if not already:
             gc.unfreeze()
     _add_fresh(stored, [fresh for _, fresh in parts])
+    findings = Findings()
+    for (_, _, fs), _ in parts:
+        findings.merge(fs)
     return (
         [v for (vs, _, _), _ in parts for v in vs],
         [r for (_, rs, _), _ in parts for r in rs],
-        [f for (_, _, fs), _ in parts for f in fs],
+        findings,
     ), [v for vs in link_parts for v in vs]
 
 
@@ -659,7 +665,7 @@ def judge(
     addresses = device_addresses(evidence)
     (verdicts, rows, findings), link_errors = judge_steps(site, steps, addresses, links, stored)
     paths = {step_id(ev.meta): p for ev, p in steps}
-    crowded = crowded_steps(findings, paths)
+    crowded = crowded_steps(findings.bound, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)
     verdicts.extend(node_verdicts(findings, list(dict.fromkeys([*nodes, *site.nodes])), paths, crowded))
     down = fabric_down(site, [a for a in evidence if a[0].source == "nvidia-smi-q"])

@@ -9,6 +9,7 @@ host profiles. The ranks' outputs are concatenated, as srun merges them into the
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from clusteraccept.checks import nccl
-from clusteraccept.checks.launch import CHECKS, Finding, node_verdicts
+from clusteraccept.checks.launch import CHECKS, Finding, Findings, crowded_steps, fold, node_verdicts
 from clusteraccept.errors import ParseError
 from clusteraccept.evidence import Evidence
 from clusteraccept.judge.verdicts import Outcome, Verdict
@@ -286,7 +287,40 @@ def test_a_node_verdict_says_each_message_once_with_its_steps_and_cites_what_it_
     same = [Finding("nccl.transport", "n1", False, "plugin failed", f"s{k}") for k in range(5)]
     other = [Finding("nccl.transport", "n1", False, f"odd {k}", f"t{k}") for k in range(6)]
     evidence = {f.step: f"raw/{f.step}" for f in same + other}
-    (v,) = node_verdicts(same + other, ["n1"], evidence, {})
+    (v,) = node_verdicts(fold(same + other), ["n1"], evidence, {})
     assert v.outcome is Outcome.FAIL
     assert v.message == ("plugin failed [s0, s1, s2, s3]; odd 0 [t0]; odd 1 [t1]; odd 2 [t2] (+4 more steps)")
     assert v.evidence == ("raw/s0", "raw/s1", "raw/s2", "raw/s3")
+
+
+def test_findings_folded_in_parts_and_merged_are_the_findings_folded_whole() -> None:
+    """The step judging's workers each fold their own steps' findings and the parent merges the folds in
+    step order (launch.Findings): whatever the cut, that is the fold of every finding at once, and so are
+    the node verdicts made of it."""
+    import random
+
+    rng = random.Random(7)
+    nodes = ["n1", "n2", "n3", "n4"]
+    findings = []
+    for k in range(400):
+        node, check = rng.choice(nodes), rng.choice(CHECKS)
+        # n1 fails now and then, n2 and n3 pass (n3 with a step that cannot be judged), n4 cannot be judged
+        ok = {"n1": rng.random() > 0.1, "n2": True, "n3": rng.random() > 0.2 or None, "n4": None}[node]
+        step = f"n1-n2:rail{k % 8}:sendrecv" if k % 3 else f"leaf{k % 2}:all_reduce"
+        bound = check == "launch.binding"
+        cpus = frozenset(rng.sample(range(8), rng.randint(0, 2))) if bound else frozenset()
+        versions = (rng.choice(["2.28.9", "2.27.3"]),) if check == "nccl.config" and k % 5 == 0 else ()
+        message = rng.choice(["a", "b", "c"]) if ok is False else f"m{k % 4}"
+        findings.append(Finding(check, node, ok, message, f"{step}:{k // 7}", cpus, versions))
+    whole = fold(findings)
+    evidence = {f.step: f"raw/r{k % 4}.jsonl.gz#{f.step}" for k, f in enumerate(findings)}
+    crowded = crowded_steps(whole.bound, evidence)
+    expected = node_verdicts(whole, nodes, evidence, crowded)
+    assert {v.outcome for v in expected} == {Outcome.PASS, Outcome.FAIL, Outcome.SKIP}
+    assert crowded and len(whole.versions) > 2
+    for cuts in ([0, 400], [0, 1, 400], [0, 133, 134, 400], sorted({0, 400, *rng.sample(range(1, 400), 9)})):
+        merged = Findings()
+        for a, b in itertools.pairwise(cuts):
+            merged.merge(fold(findings[a:b]))
+        assert merged == whole, cuts
+        assert node_verdicts(merged, nodes, evidence, crowded) == expected
