@@ -108,6 +108,20 @@ def test_archive_redacts_bundles_and_roundtrips(tmp_path: Path) -> None:
     assert load(old) == back and "raw/nccl/node2/x.json" in {r for _, r in load_all(tmp_path)}
 
 
+def test_evidence_read_back_is_what_was_written_and_a_wrong_field_is_refused() -> None:
+    """Evidence.from_dict sets its fields at once (not through the dataclass's __init__): the same Evidence,
+    the dataclass's defaults for what a dict leaves out, and the dataclass's own error for a key that is not
+    a field or a field it needs that is missing."""
+    full = Evidence("n1", "nccl-tests", ("srun", "-N2"), "", None, "out", "err", 1.5, {"check": "nccl"})
+    assert Evidence.from_dict(full.to_dict()) == full and Evidence.from_dict(full.to_dict()).meta == full.meta
+    bare = Evidence.from_dict({"host": "n1", "source": "sysfs"})
+    assert bare == Evidence("n1", "sysfs") and bare.meta == {} and bare.returncode == 0 and bare.argv == ()
+    with pytest.raises(TypeError, match="colour"):
+        Evidence.from_dict({"host": "n1", "source": "sysfs", "colour": "red"})
+    with pytest.raises(TypeError, match="source"):
+        Evidence.from_dict({"host": "n1"})
+
+
 def test_reference_semantics() -> None:
     ref = Reference(48.0, lower=-0.08, upper=None, unit="GB/s")
     assert ref.bounds() == pytest.approx((44.16, None))
