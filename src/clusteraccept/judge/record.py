@@ -122,20 +122,8 @@ def _verdict(r: tuple[Any, ...], parsed: dict[str, dict[str, str]]) -> dict[str,
     got = parsed.get(labels) if labels else None
     if labels and got is None:
         got = parsed[labels] = json.loads(labels)  # a few hundred distinct label sets: parsed once each
-    return {
-        "check": check,
-        "family": family,
-        "subject": subject,
-        "outcome": outcome,
-        "message": message,
-        "value": num if num is not None else text,
-        "ref": ref,
-        "lower": lo,
-        "upper": hi,
-        "unit": unit,
-        "evidence": evidence.split("\n") if evidence else [],
-        "labels": dict(got) if got else {},
-    }
+    value = num if num is not None else text
+    return as_dict((check, family, subject, outcome, message, value, ref, lo, hi, unit, evidence, got or {}))
 
 
 def write(
