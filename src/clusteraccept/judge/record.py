@@ -79,23 +79,12 @@ def _labels_json(labels: Mapping[str, Any], seen: dict[frozenset[Any], str]) -> 
 
 def _row(
     seq: int,
-    v: Mapping[str, Any] | Verdict,
+    b: Brief,
     evidence: _Interned,
     labels_of: _Interned,
     dumped: dict[frozenset[Any], str],
 ) -> tuple[Any, ...]:
-    """A verdict's row, from the Verdict itself (the judges') or its dict (``Verdict.to_dict``'s): making
-    the dicts of a 256-node run's 360,000 verdicts only to read them here took 1.8 s."""
-    if isinstance(v, Verdict):
-        check, family, subject, outcome = v.check, v.family, v.subject, _OUTCOME[v.outcome]
-        message, value, ref, lower, upper, unit = v.message, v.value, v.ref, v.lower, v.upper, v.unit
-        refs: Iterable[str] = v.evidence
-        labels: Mapping[str, Any] = v.labels
-    else:
-        check, family, subject, outcome = v["check"], v["family"], v["subject"], v["outcome"]
-        message, unit = v.get("message") or "", v.get("unit") or ""
-        value, ref, lower, upper = v.get("value"), v.get("ref"), v.get("lower"), v.get("upper")
-        refs, labels = v.get("evidence") or (), v.get("labels") or {}
+    check, family, subject, outcome, message, value, ref, lower, upper, unit, refs, labels = b
     num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
     text = None if num is not None or value is None else str(value)
     return (
@@ -112,7 +101,7 @@ def _row(
         lower,
         upper,
         unit or "",
-        evidence.id_of("\n".join(refs)),
+        evidence.id_of(refs),
         labels_of.id_of(_labels_json(labels, dumped) if labels else ""),
     )
 
@@ -150,7 +139,9 @@ def write(
         dumped: dict[frozenset[Any], str] = {}
         rows = []
         for seq, v in enumerate(verdicts):
-            row = _row(seq, v, evidence, labels, dumped)
+            # from the Verdict itself (the judges') or its dict: making the dicts of a 256-node run's
+            # 360,000 verdicts only to read them here took 1.8 s
+            row = _row(seq, brief_of(v), evidence, labels, dumped)
             counts[row[5]] += 1
             rows.append(row)
             if len(rows) >= 50_000:
@@ -256,21 +247,40 @@ def _briefs(con: sqlite3.Connection) -> Iterator[Brief]:
 
 def briefs_of(verdicts: Iterable[Mapping[str, Any]]) -> Iterator[Brief]:
     """Verdict dicts (``Verdict.to_dict``'s), each as a :data:`Brief`."""
-    for v in verdicts:
-        yield (
-            v["check"],
-            v["family"],
-            v["subject"],
-            v["outcome"],
-            v.get("message") or "",
-            v.get("value"),
-            v.get("ref"),
-            v.get("lower"),
-            v.get("upper"),
-            v.get("unit") or "",
-            "\n".join(v.get("evidence") or ()),
-            v.get("labels") or {},
+    return map(brief_of, verdicts)
+
+
+def brief_of(v: Mapping[str, Any] | Verdict) -> Brief:
+    """A Verdict, or its dict (``Verdict.to_dict``'s), as a :data:`Brief`."""
+    if isinstance(v, Verdict):
+        return (
+            v.check,
+            v.family,
+            v.subject,
+            _OUTCOME[v.outcome],
+            v.message,
+            v.value,
+            v.ref,
+            v.lower,
+            v.upper,
+            v.unit,
+            "\n".join(v.evidence),
+            v.labels,
         )
+    return (
+        v["check"],
+        v["family"],
+        v["subject"],
+        v["outcome"],
+        v.get("message") or "",
+        v.get("value"),
+        v.get("ref"),
+        v.get("lower"),
+        v.get("upper"),
+        v.get("unit") or "",
+        "\n".join(v.get("evidence") or ()),
+        v.get("labels") or {},
+    )
 
 
 def as_dict(b: Brief) -> dict[str, Any]:
