@@ -120,6 +120,13 @@ def test_evidence_read_back_is_what_was_written_and_a_wrong_field_is_refused() -
         Evidence.from_dict({"host": "n1", "source": "sysfs", "colour": "red"})
     with pytest.raises(TypeError, match="source"):
         Evidence.from_dict({"host": "n1"})
+    # words are interned (one string per word across evidence); a word that is no string is kept as it is,
+    # never made another (1 and True are one key to a dict)
+    a, b = (Evidence.from_dict({"host": "n1", "source": "s", "argv": ["srun", f"-N{n}"]}) for n in "22")
+    assert a.argv[1] is b.argv[1]
+    words = {"argv": ["x", 1, True], "meta": {"k": True, "j": 1}}
+    odd = Evidence.from_dict({"host": "n1", "source": "s", **words})
+    assert odd.argv == ("x", 1, True) and odd.argv[2] is True and odd.meta["k"] is True and odd.meta["j"] == 1
 
 
 def test_reference_semantics() -> None:

@@ -39,12 +39,12 @@ from clusteraccept.checks.nccl_launch import launch_checks
 from clusteraccept.checks.nvlink import fabric_down
 from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.evidence import Evidence, is_timed_out_line
-from clusteraccept.judge.verdicts import Outcome, Verdict, error, expect, skip
+from clusteraccept.judge.verdicts import Outcome, Verdict, against, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
 from clusteraccept.parsers import launch_record
 from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, pack, parse_step
 from clusteraccept.plan.subjects import rail_subject
-from clusteraccept.site.baselines import lookup
+from clusteraccept.site.baselines import Reference, lookup
 from clusteraccept.site.model import Site
 from clusteraccept.site.schema import format_size
 
@@ -230,32 +230,43 @@ def judge_measured(
     tag = FALLBACK_TAG if source == "torch-nccl" else ""
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
-    rail = f".rail{meta['rail']}" if meta.get("rail") else ""
+    rail = meta.get("rail", "")
+    combos = _combos(site)
     for size_B, value in measured:
-        size = format_size(size_B)
-        key = f"nccl.busbw.{meta['collective']}.{meta['scope']}{rail}.{size}"
-        reference = lookup(site.baselines, key)
-        labels = {
-            "key": key,
-            "scope": meta["scope"],
-            "collective": meta["collective"],
-            "size_B": str(size_B),
-            "rail": meta.get("rail", ""),
-            "source": source,
-            **({"attempt": meta["attempt"]} if meta.get("attempt") else {}),
-        }
+        combo = (meta["collective"], meta["scope"], rail, size_B, source, meta.get("attempt", ""))
+        got = combos.get(combo)
+        if got is None:
+            got = combos[combo] = _combo(site, *combo)
+        size, reference, lo, hi, labels = got
         context = _context(meta, size) + tag
-        v = judge_value(
-            "nccl.busbw",
-            FAMILY,
-            f"{subject}:{size}",
-            value,
-            reference,
-            what="busbw_GBps",
-            context=context,
-            evidence=evid,
-            labels=labels,
-        )
+        if reference is None:
+            v = judge_value(
+                "nccl.busbw",
+                FAMILY,
+                f"{subject}:{size}",
+                value,
+                reference,
+                what="busbw_GBps",
+                context=context,
+                evidence=evid,
+                labels=labels,
+            )
+        else:  # judge_value's verdict, the reference's bounds and the labels worked out once per combination
+            outcome, msg = against(value, reference, lo, hi, "busbw_GBps")
+            v = Verdict(
+                "nccl.busbw",
+                FAMILY,
+                f"{subject}:{size}",
+                outcome,
+                f"{msg} [{context}]",
+                value,
+                reference.ref,
+                lo,
+                hi,
+                reference.unit,
+                evid,
+                labels,
+            )
         verdicts.append(v)
         rows.append(
             {
@@ -277,6 +288,43 @@ def judge_measured(
             }
         )
     return verdicts, rows
+
+
+# A busbw result's size text, reference, bounds and labels, by (collective, scope, rail, size_B, source,
+# attempt): a few hundred combinations among millions of results. One label set is shared by every
+# verdict of its combination (a Verdict's labels are read-only): pickled once per range of steps, and
+# stored once (judge/record.py).
+Combo = tuple[str, Reference | None, float | None, float | None, Mapping[str, str]]
+_COMBOS: dict[int, tuple[Site, dict[tuple[str, str, str, int, str, str], Combo]]] = {}
+
+
+def _combos(site: Site) -> dict[tuple[str, str, str, int, str, str], Combo]:
+    """The combinations worked out for ``site`` (held, so that its id is not reused while remembered)."""
+    memo = _COMBOS.get(id(site))
+    if memo is None or memo[0] is not site:
+        if len(_COMBOS) >= 8:
+            _COMBOS.clear()
+        memo = _COMBOS[id(site)] = (site, {})
+    return memo[1]
+
+
+def _combo(
+    site: Site, collective: str, scope: str, rail: str, size_B: int, source: str, attempt: str
+) -> Combo:
+    size = format_size(size_B)
+    key = f"nccl.busbw.{collective}.{scope}{f'.rail{rail}' if rail else ''}.{size}"
+    reference = lookup(site.baselines, key)
+    lo, hi = reference.bounds() if reference is not None else (None, None)
+    labels = {
+        "key": key,
+        "scope": scope,
+        "collective": collective,
+        "size_B": str(size_B),
+        "rail": rail,
+        "source": source,
+        **({"attempt": attempt} if attempt else {}),
+    }
+    return size, reference, lo, hi, labels
 
 
 def _without_crowded(

@@ -64,17 +64,22 @@ class _Interned:
         return ((i, t) for t, i in self.ids.items())
 
 
-def _labels_json(labels: Mapping[str, Any], seen: dict[frozenset[Any], str]) -> str:
-    """``labels`` as stored: JSON, its keys sorted; remembered by content (a few hundred distinct label
-    sets among a million verdicts, ~3 us each to dump). Labels are strings; any other value is dumped each
-    time (1, 1.0 and True are one key to a set, and three texts in JSON)."""
+def _labels_json(labels: Mapping[str, Any], seen: dict[Any, Any]) -> str:
+    """``labels`` as stored: JSON, its keys sorted; remembered by identity (one set shared by every verdict
+    of a busbw combination, checks/nccl._combo) and by content (a few hundred distinct label sets among a
+    million verdicts, ~3 us each to dump). Labels are strings; any other value is dumped each time (1, 1.0
+    and True are one key to a set, and three texts in JSON)."""
+    same = seen.get(id(labels))
+    if same is not None and same[0] is labels:  # held below, so its id is not another's while remembered
+        return str(same[1])
     if not all(x.__class__ is str for x in labels.values()):
         return json.dumps(labels, separators=(",", ":"), sort_keys=True)
     key = frozenset(labels.items())
     got = seen.get(key)
     if got is None:
         got = seen[key] = json.dumps(labels, separators=(",", ":"), sort_keys=True)
-    return got
+    seen[id(labels)] = (labels, got)
+    return str(got)
 
 
 def _row(
@@ -82,7 +87,7 @@ def _row(
     b: Brief,
     evidence: _Interned,
     labels_of: _Interned,
-    dumped: dict[frozenset[Any], str],
+    dumped: dict[Any, Any],
 ) -> tuple[Any, ...]:
     check, family, subject, outcome, message, value, ref, lower, upper, unit, refs, labels = b
     num = value if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -136,7 +141,7 @@ def write(
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
         )
         evidence, labels = _Interned(), _Interned()
-        dumped: dict[frozenset[Any], str] = {}
+        dumped: dict[Any, Any] = {}  # _labels_json's
         rows = []
         for seq, v in enumerate(verdicts):
             # from the Verdict itself (the judges') or its dict: making the dicts of a 256-node run's

@@ -185,6 +185,29 @@ def judge(
             labels=dict(labels or {}),
         )
     lo, hi = reference.bounds()
+    outcome, msg = against(value, reference, lo, hi, what)
+    return Verdict(
+        check,
+        family,
+        subject,
+        outcome,
+        msg + ctx,
+        value=value,
+        ref=reference.ref,
+        lower=lo,
+        upper=hi,
+        unit=reference.unit,
+        evidence=evidence,
+        labels=dict(labels or {}),
+    )
+
+
+def against(
+    value: float, reference: Reference, lo: float | None, hi: float | None, what: str
+) -> tuple[Outcome, str]:
+    """The outcome of ``value`` against ``reference`` (whose bounds are ``lo``, ``hi``) and what it says,
+    without its context: :func:`judge`'s, for a caller that makes millions of verdicts against a few
+    hundred references (checks/nccl.judge_measured) and works their bounds out once each."""
     unit = reference.unit
     rel = ""
     if reference.ref:
@@ -205,20 +228,7 @@ def judge(
         outcome, msg = Outcome.PASS, f"{what}={_fmt(value)} {unit} within {span} (ref {_fmt(reference.ref)})"
     if outcome is Outcome.FAIL and reference.xfail:
         outcome, msg = Outcome.WAIVED, f"{msg}; waived: {reference.xfail}"
-    return Verdict(
-        check,
-        family,
-        subject,
-        outcome,
-        msg.replace("  ", " ") + ctx,
-        value=value,
-        ref=reference.ref,
-        lower=lo,
-        upper=hi,
-        unit=unit,
-        evidence=evidence,
-        labels=dict(labels or {}),
-    )
+    return outcome, msg.replace("  ", " ")
 
 
 def expect(
