@@ -9,16 +9,20 @@ from __future__ import annotations
 import gc
 import getpass
 import hashlib
+import multiprocessing as mp
+import pickle
+import typing
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from clusteraccept import checks
+from clusteraccept.checks import nccl as nccl_check
 from clusteraccept.checks.confirm import suspects_of
 from clusteraccept.checks.fingerprint import (
     changed_mid_run,
@@ -171,38 +175,122 @@ def judge_all(
     nodes: Sequence[str] | None = None,  # the nodes the node checks judge (default: the site's)
     run_dir: Path | None = None,  # where the steps' parses are stored (parsers/stored.py); None: not
     reparse: bool = False,  # every step parsed from raw/ again, whatever was stored
+    changed: Mapping[str, Any] | None = None,  # changed_mid_run's, where the caller has it already
 ) -> list[Verdict]:
-    verdicts: list[Verdict] = []
     judged = (*families, *(("nccl",) if nccl else ()))
     # a node rebooted or re-imaged between the run's jobs: every family's item of it is not accepted
-    changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
-    verdicts += changed_verdicts(changed, judged, site.nodes if nodes is None else nodes)
+    if changed is None:
+        changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+    verdicts = changed_verdicts(changed, judged, site.nodes if nodes is None else nodes)
+    over = site.nodes if nodes is None else nodes
+    others = [f for f in judged if f != "nccl"]
+    work = partial(_judge_families, site, archived, others, over)
+    # A campaign big enough for the step judging's worker processes: the other families are judged in a
+    # child of their own meanwhile (their ~4 s at 256 nodes were the parent's alone, its workers waiting).
+    steps: list[Verdict] = []
+    many = nccl and len(archived.get("nccl", ())) >= nccl_check.PARALLEL_MIN and nccl_check.cpus() > 1
+    with _beside(work, fork=many and bool(others) and nccl_check.may_fork()) as by_family:
+        if nccl:
+            evidence = _evidence_of("nccl", archived)
+            if run_dir is not None:
+                stored = Stored() if reparse else Stored(partial(parsed_bundle, run_dir, PARSER_VERSION))
+                steps = checks.judge("nccl", site, evidence, over, stored=stored)
+                _store_parsed(run_dir, stored)
+            else:
+                steps = checks.judge("nccl", site, evidence, over)
+        judged_by = by_family()
     for family in judged:
-        evidence = list(archived.get(family, []))
-        if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
-            evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
-        if family == "nccl":  # a node whose NVSwitch fabric is not up runs no CUDA: its steps are not judged
-            evidence += [(ev, p) for ev, p in archived.get("nvlink", []) if ev.source == "nvidia-smi-q"]
-            # nor are those of a node short of an EFA device (checks/efa.incomplete); the devices' PCI
-            # addresses say which ones aws-ofi-nccl used (launch.nic)
-            evidence += [(ev, p) for ev, p in archived.get("efa", []) if ev.source != "proc-limits"]
-            # and a Slingshot node short of a NIC or with a link down (checks/slingshot.incomplete), whose
-            # cxi NICs' PCI addresses say which ones aws-ofi-nccl used
-            evidence += [(ev, p) for ev, p in archived.get("slingshot", []) if ev.source != "job-env"]
-            # and a TCPX(O) node with a GPU NIC gone or down (checks/tcpx.incomplete)
-            evidence += [
-                (ev, p) for ev, p in archived.get("tcpx", []) if ev.source in ("sysfs", "sysfs-link")
-            ]
-        if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
-            evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
-        over = site.nodes if nodes is None else nodes
-        if family == "nccl" and run_dir is not None:
-            stored = Stored() if reparse else Stored(partial(parsed_bundle, run_dir, PARSER_VERSION))
-            verdicts.extend(checks.judge(family, site, evidence, over, stored=stored))
-            _store_parsed(run_dir, stored)
-        else:
-            verdicts.extend(checks.judge(family, site, evidence, over))
+        verdicts.extend(steps if family == "nccl" else judged_by[family])
     return verdicts
+
+
+def _evidence_of(
+    family: str, archived: Mapping[str, list[tuple[Evidence, str]]]
+) -> list[tuple[Evidence, str]]:
+    """What ``family``'s judge reads: its own evidence, and what other families gathered that it needs."""
+    evidence = list(archived.get(family, []))
+    if family == "gpudirect":  # the pair campaign's NCCL INFO logs show whether NET channels use GDRDMA
+        evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.meta.get("kind") == "pair"]
+    if family == "nccl":  # a node whose NVSwitch fabric is not up runs no CUDA: its steps are not judged
+        evidence += [(ev, p) for ev, p in archived.get("nvlink", []) if ev.source == "nvidia-smi-q"]
+        # nor are those of a node short of an EFA device (checks/efa.incomplete); the devices' PCI
+        # addresses say which ones aws-ofi-nccl used (launch.nic)
+        evidence += [(ev, p) for ev, p in archived.get("efa", []) if ev.source != "proc-limits"]
+        # and a Slingshot node short of a NIC or with a link down (checks/slingshot.incomplete), whose
+        # cxi NICs' PCI addresses say which ones aws-ofi-nccl used
+        evidence += [(ev, p) for ev, p in archived.get("slingshot", []) if ev.source != "job-env"]
+        # and a TCPX(O) node with a GPU NIC gone or down (checks/tcpx.incomplete)
+        evidence += [(ev, p) for ev, p in archived.get("tcpx", []) if ev.source in ("sysfs", "sysfs-link")]
+    if family in ("roce", "nvlink"):  # the campaign's counter snapshots around traffic (checks/counters)
+        evidence += [(ev, p) for ev, p in archived.get("nccl", []) if ev.source == "counters"]
+    return evidence
+
+
+def _judge_families(
+    site: Site,
+    archived: Mapping[str, list[tuple[Evidence, str]]],
+    families: Sequence[str],
+    nodes: Sequence[str],
+) -> dict[str, list[Verdict]]:
+    return {f: checks.judge(f, site, _evidence_of(f, archived), nodes) for f in families}
+
+
+T = TypeVar("T")
+
+
+@contextmanager
+def _beside(work: Callable[[], T], fork: bool) -> Iterator[Callable[[], T]]:
+    """``work`` started in a forked child (``fork``; else done where its result is asked for), beside what
+    this process does next in the ``with``; the call it gives waits for the result (or raises what the
+    child raised). The child reads the parent's objects as they were at the fork (copy-on-write: frozen
+    out of the collector's way, as the step judging's workers are). Leaving the ``with`` early (an
+    exception) ends the child."""
+    if not fork:
+        yield work
+        return
+    frozen = gc.get_freeze_count() > 0
+    gc.freeze()
+    ctx = mp.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_child, args=(work, send), name="clusteraccept-judge", daemon=True)
+    child.start()
+    send.close()  # the child holds the only writing end: its exit is this end's end of file
+
+    def result() -> T:
+        try:
+            ok, got = pickle.loads(receive.recv_bytes())
+        except EOFError:
+            child.join()
+            raise RuntimeError(
+                f"the process judging beside the steps ended without a result (exit status {child.exitcode})"
+            ) from None
+        child.join()
+        if not ok:
+            raise got
+        return typing.cast(T, got)
+
+    try:
+        yield result
+    finally:
+        receive.close()
+        if child.is_alive():  # left early: its result is not wanted
+            child.terminate()
+            child.join()
+        if not frozen:
+            gc.unfreeze()
+
+
+def _run_child(work: Callable[[], Any], send: Any) -> None:
+    try:
+        out: tuple[bool, Any] = (True, work())
+    except Exception as exc:  # raised in the parent, as if judged there
+        out = (False, exc)
+    try:
+        data = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # an exception that does not pickle: its type and text
+        data = pickle.dumps((False, RuntimeError(f"{type(out[1]).__name__}: {out[1]} ({exc})")))
+    send.send_bytes(data)
+    send.close()
 
 
 def _store_parsed(run_dir: Path, stored: Stored) -> None:
@@ -320,10 +408,13 @@ def execute(req: Request) -> dict[str, Any]:
         # a secret); the job's unredacted evidence goes with it
         for ev, ref in archive_job(req.run_dir, o.name, o.evidence):
             archived[ev.meta.get("check", "misc")].append((ev, ref))
-    results["fingerprint"] = fingerprint_of(archived)
+    changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+    results["fingerprint"] = fingerprint_of(archived, changed)
     nodes = judged_nodes(results, req.site.nodes)
     verdicts = (
-        [] if req.dry_run else judge_all(req.site, archived, req.families, req.nccl, nodes, req.run_dir)
+        []
+        if req.dry_run
+        else judge_all(req.site, archived, req.families, req.nccl, nodes, req.run_dir, changed=changed)
     )
     if req.nccl and not req.dry_run and not interrupted:
         verdicts = _confirmed(req, site, job_limits, archived, verdicts, nodes, results)
@@ -416,8 +507,9 @@ def rejudge(site: Site, run_dir: Path, token: str | None = None, reparse: bool =
         families = tuple(f for f in results.get("families", []) if f != "nccl")
         nccl = "nccl" in results.get("families", [])
         over = judged_nodes(results, site.nodes)
-        verdicts = judge_all(site, archived, families, nccl, over, run_dir, reparse)
-        results["fingerprint"] = fingerprint_of(archived)
+        changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+        verdicts = judge_all(site, archived, families, nccl, over, run_dir, reparse, changed)
+        results["fingerprint"] = fingerprint_of(archived, changed)
         archived.clear()  # judged: the evidence (most of the run's memory) is not needed to write the record
         results["rejudged"] = datetime.now(UTC).isoformat(timespec="seconds")
         if token:
@@ -436,12 +528,16 @@ def limits_of(site: Site, executor: str) -> limits.Limits:
     return limits.resolve(site.slurm, slurm_clients.cluster_limits(site))
 
 
-def fingerprint_of(archived: dict[str, list[tuple[Evidence, str]]]) -> dict[str, Any]:
-    """Per-node versions (fingerprint probe, ibstat firmware, nccl-tests/NCCL headers) and the outliers."""
+def fingerprint_of(
+    archived: dict[str, list[tuple[Evidence, str]]], changed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Per-node versions (fingerprint probe, ibstat firmware, nccl-tests/NCCL headers) and the outliers.
+    ``changed``: :func:`changed_mid_run`'s, where the caller has it already."""
     ibstat = [e for e in archived.get("topology", []) if e[0].source == "ibstat"]
     per_node = archived.get("fingerprint", []) + ibstat
     fps = fingerprints(per_node, archived.get("nccl", []))
-    changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
+    if changed is None:
+        changed = changed_mid_run(archived.get("fingerprint", []), archived.get("nccl", []))
     return {
         "nodes": fps,
         "differences": differences(fps) + [describe_change(n, seen) for n, seen in changed.items()],

@@ -596,14 +596,14 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, dict[str, bytes]
     return (verdicts, rows, findings), {bundle: pack(lines) for bundle, lines in fresh.items()}
 
 
-def _cpus() -> int:
+def cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))  # the CPUs this process may use (a Slurm/cgroup allocation)
     except AttributeError:
         return os.cpu_count() or 1
 
 
-def _may_fork() -> bool:
+def may_fork() -> bool:
     """Fork only where no other Python thread runs: a lock one holds at fork time stays held in the child
     (a pytest-xdist worker has execnet's I/O thread; it judges serially). Native threads do not count:
     numpy's OpenBLAS starts one at import (so every process that imports pandas has two) and stops its pool
@@ -638,11 +638,11 @@ def judge_steps(
     4 million steps at 16,384 nodes) and its parse added to ``stored.fresh``; the link errors take ~15 s
     of one core at 1,024 nodes."""
     global _SHARED
-    workers = min(_cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
+    workers = min(cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
     stored = stored if stored is not None else Stored()
     _SHARED = (site, steps, nic_pci or {}, links, stored.read)
-    if workers < 2 or len(steps) < PARALLEL_MIN or not _may_fork():
+    if workers < 2 or len(steps) < PARALLEL_MIN or not may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))
             _add_fresh(stored, [fresh])

@@ -305,7 +305,7 @@ def test_link_errors_judged_beside_the_steps_in_forked_workers_are_the_same(
     assert serial[1] == nccl.link_error_verdicts(s, n.snaps, s.nodes)
     assert [v.subject for v in serial[1] if v.outcome is Outcome.FAIL] == ["node2:rail1"]
     monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)
-    monkeypatch.setattr(nccl, "_cpus", lambda: 3)
-    monkeypatch.setattr(nccl, "_may_fork", lambda: True)
+    monkeypatch.setattr(nccl, "cpus", lambda: 3)
+    monkeypatch.setattr(nccl, "may_fork", lambda: True)
     assert len(steps) >= nccl.PARALLEL_MIN and len(links[0]) > 1  # forked, several ranges of each
     assert nccl.judge_steps(s, steps, {}, links) == serial

@@ -204,8 +204,8 @@ def test_steps_judged_over_the_cores_give_the_same_verdicts(monkeypatch: Any) ->
     site = make_site([{"kind": "slow_rail", "node": "n05", "rail": 2, "factor": 0.5}])
     serial = run(site)
     monkeypatch.setattr(nccl, "PARALLEL_MIN", 8)  # forked workers, each a contiguous range of steps
-    monkeypatch.setattr(nccl, "_cpus", lambda: 3)
-    monkeypatch.setattr(nccl, "_may_fork", lambda: True)  # (an xdist worker has an I/O thread: serial)
+    monkeypatch.setattr(nccl, "cpus", lambda: 3)
+    monkeypatch.setattr(nccl, "may_fork", lambda: True)  # (an xdist worker has an I/O thread: serial)
     gc.freeze()  # as the plugin freezes its items for the session (its pytest_unconfigure unfreezes them)
     held = gc.get_freeze_count()
     assert run(site) == serial
@@ -220,10 +220,10 @@ def test_a_process_with_numpy_loaded_judges_over_the_cores_and_one_with_a_python
 
     code = (
         "import threading, time, pandas\n"
-        "from clusteraccept.checks.nccl import _may_fork\n"
-        "print(_may_fork())\n"
+        "from clusteraccept.checks.nccl import may_fork\n"
+        "print(may_fork())\n"
         "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
-        "print(_may_fork())\n"
+        "print(may_fork())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "False"], out
