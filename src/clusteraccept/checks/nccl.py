@@ -224,7 +224,9 @@ def judge_measured(
 ) -> tuple[list[Verdict], list[dict[str, Any]]]:
     """The busbw verdicts of one step's (size_B, busbw_GBps) results against their baselines, and its rows
     of the localization frame (``bad``: the step failed its launch checks, its rows count as slow). A result
-    with no baseline is SKIP here and judged once every step is in (:func:`judge_rows`)."""
+    with no baseline is SKIP here and judged once every step is in (:func:`judge_rows`). A pair step whose
+    every result has a baseline gives only its rows at its largest size, slow when any size was: all that
+    :func:`pair_frame` reads of it (the rest were ~3 of every 4 rows sent back from the workers)."""
     subject = step_id(meta)
     evid = (path,)
     tag = FALLBACK_TAG if source == "torch-nccl" else ""
@@ -287,6 +289,10 @@ def judge_measured(
                 **({"peer": (context, labels), "subject": f"{subject}:{size}"} if reference is None else {}),
             }
         )
+    if rows and meta["kind"] == "pair" and not any("peer" in r for r in rows):
+        top = max(r["size_B"] for r in rows)
+        slow = any(r["slow"] for r in rows)
+        rows = [{**r, "slow": slow} for r in rows if r["size_B"] == top]
     return verdicts, rows
 
 

@@ -73,11 +73,13 @@ def test_busbw_verdicts_are_judge_s_whatever_the_outcome() -> None:
             **({"attempt": attempt} if attempt else {}),
         }
         verdicts, rows = nccl.judge_measured(site, meta, measured, "raw/x.jsonl.gz#m", source=source)
-        for (size_B, value), v, row in zip(measured, verdicts, rows, strict=True):
+        for (size_B, value), v in zip(measured, verdicts, strict=True):
             want = _expected(site, meta, size_B, value, "raw/x.jsonl.gz#m", source)
             assert v == want and dict(v.labels) == dict(want.labels), (v, want)
-            assert row["slow"] == (v.outcome is Outcome.FAIL) and ("peer" in row) == (want.ref is None)
             seen.add(v.outcome)
+        if len(rows) == len(measured):  # a result without baseline: every row (else the largest size's)
+            for row, v in zip(rows, verdicts, strict=True):
+                assert row["slow"] == (v.outcome is Outcome.FAIL) and ("peer" in row) == (v.ref is None)
     # every way a result is judged occurred: within, below, above, waived, no baseline
     assert seen == {Outcome.PASS, Outcome.FAIL, Outcome.WAIVED, Outcome.SKIP}
 
@@ -96,3 +98,30 @@ def test_a_combination_s_verdicts_share_one_label_set_stored_once(tmp_path: Path
     assert [v["outcome"] for v in back] == ["pass", "fail"]
     with sqlite3.connect(tmp_path / record.STORE) as con:
         assert con.execute("SELECT COUNT(*) FROM labels").fetchone() == (1,)
+
+
+def test_a_pair_step_sends_its_largest_size_only_and_the_pair_frame_is_the_same() -> None:
+    """pair_frame reads a pair at its largest size, slow when any size was: a pair step whose results all
+    have baselines gives only those rows (two at its largest size stay two), and the frame is the one made
+    from every row."""
+    site = _site()
+    meta = {"kind": "pair", "scope": "pair", "collective": "sendrecv", "subject": "n01-n02:rail0"}
+    meta |= {"nodes": "n01,n02", "rail": "0"}
+    for measured, bad in (
+        ([(GiB, 30.0), (8 * GiB, 47.0)], False),  # slow at 1 GiB only: slow
+        ([(GiB, 47.0), (8 * GiB, 47.0), (8 * GiB, 47.2)], False),  # two results at 8 GiB
+        ([(GiB, 47.0), (8 * GiB, 47.0)], True),  # the launch failed: slow
+        ([(GiB, 47.0), (8 * GiB, 47.0)], False),
+    ):
+        verdicts, rows = nccl.judge_measured(site, meta, measured, "raw/a#1", bad=bad)
+        top = max(s for s, _ in measured)
+        assert [r["size_B"] for r in rows] == [s for s, _ in measured if s == top]
+        every = [
+            {**rows[0], "size_B": s, "busbw_GBps": x, "slow": v.outcome is Outcome.FAIL or bad}
+            for (s, x), v in zip(measured, verdicts, strict=True)
+        ]
+        assert nccl.pair_frame(site, rows).equals(nccl.pair_frame(site, every))
+        assert rows[0]["slow"] == (bad or any(v.outcome is Outcome.FAIL for v in verdicts))
+    # a result with no baseline keeps every row: its peers judge it once every step is in
+    _, rows = nccl.judge_measured(site, {**meta, "rail": "3"}, [(2 * GiB, 1.0), (8 * GiB, 47.0)], "raw/a#2")
+    assert [r["size_B"] for r in rows] == [2 * GiB, 8 * GiB]
