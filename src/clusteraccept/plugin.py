@@ -590,6 +590,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _results(session.config)  # no selected test asked for verdicts: re-judge anyway, reports follow it
     if path.exists():
         from clusteraccept.report import signoff_block, write_reports
+        from clusteraccept.report.model import unfinished_jobs
 
         opt = session.config.getoption
         written = write_reports(
@@ -602,6 +603,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if state.only_due:  # say first what this run was restricted to (or that nothing was due)
             line = due_scope.summary_line(results)
             state.report_lines[:0] = [line] if line else []
+        unfinished = unfinished_jobs(results, ran=True)
         if results.get("interrupted") and session.exitstatus == pytest.ExitCode.OK:
             # An item passes on the steps that came back and skips the ones its cancelled job never ran,
             # so a run stopped late can have no failed item: the nightly entry's exit must still say the
@@ -610,6 +612,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             state.report_lines.append(
                 f"  INCOMPLETE, exit {int(pytest.ExitCode.TESTS_FAILED)}: the run was interrupted "
                 f"({results['interrupted']}) and its jobs cancelled; --resume {state.run_dir} completes it"
+            )
+        elif unfinished and session.exitstatus == pytest.ExitCode.OK and not results.get("dry_run"):
+            # a job that ended badly (a node failed, its time ran out, its script failed after its steps)
+            # leaves the run INCOMPLETE in every report even where each item passed on what came back:
+            # the exit, which the nightly entry reads, says so too
+            names = ", ".join(sorted({str(j.get("name")) for j in unfinished})[:5])
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            state.report_lines.append(
+                f"  INCOMPLETE, exit {int(pytest.ExitCode.TESTS_FAILED)}: {len(unfinished)} job(s) did not "
+                f"finish cleanly or returned nothing ({names}); --resume {state.run_dir} reruns what was lost"
             )
         drain = session.config.getoption("--drain-failed")
         if drain and state.site is not None:  # ops: opt-in drain/undrain after the run

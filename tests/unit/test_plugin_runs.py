@@ -321,6 +321,26 @@ def test_an_interrupted_run_exits_1_even_when_no_item_failed(
     assert f"--resume {run} completes it" in again.stdout
 
 
+def test_a_job_that_ended_badly_exits_1_even_when_no_item_failed(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """A job Slurm ended badly (NODE_FAIL, TIMEOUT, its script failing after its steps) leaves the run
+    INCOMPLETE in every report, though each item may pass on what came back: the exit, which the nightly
+    entry reads, agrees with the report. A subset run (-k, --nodes) alone is no such failure."""
+    first = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node[1]", "-k", "rail0")
+    assert first.returncode == 0 and "1 passed" in first.stdout, first.stdout[-1500:]
+    run = only_run(tmp_path)
+    results = json.loads((run / "results.json").read_text())
+    results["jobs"][-1]["state"] = "NODE_FAIL"
+    (run / "results.json").write_text(json.dumps(results))
+    site = demo_site(tmp_path)
+    again = run_pytest(f"--site={site}", f"--rejudge={run}", "suites/test_nccl_nodes.py", "-k", "rail0")
+    assert "passed" in again.stdout and "failed" not in again.stdout, again.stdout[-1500:]  # no item fails
+    assert again.returncode == 1, again.stdout[-1500:]
+    name = results["jobs"][-1]["name"]
+    assert f"INCOMPLETE, exit 1: 1 job(s) did not finish cleanly or returned nothing ({name})" in again.stdout
+
+
 def test_a_family_that_does_not_apply_has_no_items_made_at_all(
     run_pytest: PytestRunner, tmp_path: Path
 ) -> None:

@@ -216,6 +216,17 @@ class Banner:
     reasons: tuple[str, ...]
 
 
+def unfinished_jobs(results: Mapping[str, Any], *, ran: bool = False) -> list[Mapping[str, Any]]:
+    """The run's jobs that did not finish cleanly or returned nothing (``ran``: of the jobs submitted, not
+    the preflight's record of the nodes Slurm would not run a job on, whose own items say so)."""
+    return [
+        j
+        for j in results.get("jobs", [])
+        if (j.get("missing") or str(j.get("state", "")).split(" ")[0] not in OK_STATES)
+        and not (ran and j.get("name") == "preflight")
+    ]
+
+
 def banner(
     results: Mapping[str, Any],
     total: Counter[str] | None = None,
@@ -233,11 +244,7 @@ def banner(
         return Banner("INCOMPLETE", (NOTHING_DUE,))  # not an acceptance, and nothing failed
     if total["fail"]:
         reasons.append(f"{total['fail']} failed verdict(s)" + (f": {failed_in}" if failed_in else ""))
-    bad_jobs = [
-        j
-        for j in results.get("jobs", [])
-        if j.get("missing") or str(j.get("state", "")).split(" ")[0] not in OK_STATES
-    ]
+    bad_jobs = unfinished_jobs(results)
     incomplete: list[str] = []
     if bad_jobs:
         names = ", ".join(sorted({str(j.get("name")) for j in bad_jobs})[:5])
