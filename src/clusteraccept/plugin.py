@@ -590,7 +590,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _results(session.config)  # no selected test asked for verdicts: re-judge anyway, reports follow it
     if path.exists():
         from clusteraccept.report import signoff_block, write_reports
-        from clusteraccept.report.model import unfinished_jobs
+        from clusteraccept.report.model import unfinished_jobs, unfinished_line
 
         opt = session.config.getoption
         written = write_reports(
@@ -617,11 +617,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             # a job that ended badly (a node failed, its time ran out, its script failed after its steps)
             # leaves the run INCOMPLETE in every report even where each item passed on what came back:
             # the exit, which the nightly entry reads, says so too
-            names = ", ".join(sorted({str(j.get("name")) for j in unfinished})[:5])
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             state.report_lines.append(
-                f"  INCOMPLETE, exit {int(pytest.ExitCode.TESTS_FAILED)}: {len(unfinished)} job(s) did not "
-                f"finish cleanly or returned nothing ({names}); --resume {state.run_dir} reruns what was lost"
+                f"  INCOMPLETE, exit {int(pytest.ExitCode.TESTS_FAILED)}: {unfinished_line(unfinished)}; "
+                f"--resume {state.run_dir} reruns what was lost"
             )
         drain = session.config.getoption("--drain-failed")
         if drain and state.site is not None:  # ops: opt-in drain/undrain after the run

@@ -227,6 +227,12 @@ def unfinished_jobs(results: Mapping[str, Any], *, ran: bool = False) -> list[Ma
     ]
 
 
+def unfinished_line(jobs: Sequence[Mapping[str, Any]]) -> str:
+    """``2 job(s) did not finish cleanly or returned nothing (campaign-leaf2, probe-nodes)``."""
+    names = ", ".join(sorted({str(j.get("name")) for j in jobs})[:5])
+    return f"{len(jobs)} job(s) did not finish cleanly or returned nothing ({names})"
+
+
 def banner(
     results: Mapping[str, Any],
     total: Counter[str] | None = None,
@@ -247,8 +253,7 @@ def banner(
     bad_jobs = unfinished_jobs(results)
     incomplete: list[str] = []
     if bad_jobs:
-        names = ", ".join(sorted({str(j.get("name")) for j in bad_jobs})[:5])
-        incomplete.append(f"{len(bad_jobs)} job(s) did not finish cleanly or returned nothing ({names})")
+        incomplete.append(unfinished_line(bad_jobs))
     if total["error"]:
         incomplete.append(f"{total['error']} check(s) could not be judged (ERROR)")
     if not sum(total.values()):
