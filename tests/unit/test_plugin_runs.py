@@ -114,6 +114,25 @@ def test_a_dry_runs_items_after_the_first_skip_before_their_fixtures(
     assert sum(int(ln.split("[", 1)[1].split("]")[0]) for ln in reasons) == skipped
 
 
+def test_a_dry_runs_skipped_items_leave_a_following_plain_test_its_fixtures(
+    run_pytest: PytestRunner, tmp_path: Path
+) -> None:
+    """The skipped items are reported without pytest's setup state; a plain test collected after them still
+    gets its own module fixture (and the suite's first item's fixtures are torn down at the end)."""
+    plain = tmp_path / "plain" / "test_plain.py"
+    plain.parent.mkdir()
+    plain.write_text(
+        "import pytest\n\n@pytest.fixture(scope='module')\ndef answer():\n    return 42\n\n"
+        "def test_plain(answer):\n    assert answer == 42\n"
+    )
+    proc = pytest_run(run_pytest, tmp_path, "suites/test_topology.py", str(plain), "--dry-run", "-rA")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "PASSED ::test_plain" in proc.stdout or "test_plain.py::test_plain PASSED" in proc.stdout, (
+        proc.stdout[-4000:]
+    )
+    assert "1 passed, 4 skipped" in proc.stdout and " error" not in proc.stdout, proc.stdout[-1500:]
+
+
 def test_dry_run_submits_nothing(run_pytest: PytestRunner, tmp_path: Path) -> None:
     proc = pytest_run(run_pytest, tmp_path, "suites/", "--dry-run")
     assert proc.returncode == 0, proc.stdout[-2000:]
