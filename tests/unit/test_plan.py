@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusteraccept.plan.jobs import make_plan
+from clusteraccept.plan.jobs import make_plan, pair_steps
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.load import load_site
 
@@ -112,3 +112,23 @@ def test_the_selection_filter_returns_the_plan_itself_when_every_step_is_wanted_
     one = next(s.subject for s in plan.steps() if s.kind == "pair")
     picked = flow._filter(plan, frozenset({one}), ("sharp",), True)
     assert {s.subject for s in picked.steps() if s.family == "nccl"} == {one}
+
+
+def test_pair_steps_share_their_shapes_per_site_and_node_type() -> None:
+    """The shape and rail environments of pair steps are worked out once per site, node type, collective
+    and MNNVL setting: each site's own rails, also when another site was planned in between."""
+    for name in ("demo.yaml", "example-h100-ib.yaml", "demo.yaml"):
+        one = load_site(CONFIGS / name, CONFIGS)
+        a, b = one.nodes[0], one.nodes[1]
+        steps = pair_steps(one, a, b, "pair_in_block", "sendrecv")
+        rails = one.node_type(a).rails
+        assert [s.rail for s in steps] == [r.index for r in rails]
+        for step, rail in zip(steps, rails, strict=True):
+            assert step.env == (
+                ("CUDA_VISIBLE_DEVICES", str(rail.gpu)),
+                ("NCCL_IB_HCA", f"={rail.hca}:{rail.port}"),
+            )
+            assert (
+                step.argv[step.argv.index("-w") + 1] == f"{a},{b}"
+                and step.subject == f"{a}-{b}:rail{rail.index}"
+            )

@@ -41,6 +41,7 @@ from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.evidence import Evidence, is_timed_out_line
 from clusteraccept.judge.verdicts import Outcome, Verdict, against, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
+from clusteraccept.memo import ByIdentity
 from clusteraccept.parsers import launch_record
 from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, pack, parse_step
 from clusteraccept.plan.subjects import rail_subject
@@ -233,7 +234,7 @@ def judge_measured(
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     rail = meta.get("rail", "")
-    combos = _combos(site)
+    combos = _COMBOS.of(site)
     for size_B, value in measured:
         combo = (meta["collective"], meta["scope"], rail, size_B, source, meta.get("attempt", ""))
         got = combos.get(combo)
@@ -301,17 +302,7 @@ def judge_measured(
 # verdict of its combination (a Verdict's labels are read-only): pickled once per range of steps, and
 # stored once (judge/record.py).
 Combo = tuple[str, Reference | None, float | None, float | None, Mapping[str, str]]
-_COMBOS: dict[int, tuple[Site, dict[tuple[str, str, str, int, str, str], Combo]]] = {}
-
-
-def _combos(site: Site) -> dict[tuple[str, str, str, int, str, str], Combo]:
-    """The combinations worked out for ``site`` (held, so that its id is not reused while remembered)."""
-    memo = _COMBOS.get(id(site))
-    if memo is None or memo[0] is not site:
-        if len(_COMBOS) >= 8:
-            _COMBOS.clear()
-        memo = _COMBOS[id(site)] = (site, {})
-    return memo[1]
+_COMBOS: ByIdentity[tuple[str, str, str, int, str, str], Combo] = ByIdentity()
 
 
 def _combo(

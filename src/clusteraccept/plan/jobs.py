@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from clusteraccept.families import NODE_FAMILIES
+from clusteraccept.memo import ByIdentity
 from clusteraccept.plan.commands import nodelist, step_shape, tool_of
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
 from clusteraccept.site.model import Site
@@ -190,30 +191,41 @@ def _sharp_rounds(site: Site, nodes: tuple[str, ...], subject: str, first: int) 
 def pair_steps(site: Site, a: str, b: str, scope: str, collective: str) -> list[Step]:
     """Every rail of one pair at once (one step per rail); collectives get rounds of their own, since two
     collectives on the same GPU and HCA at once would measure each other."""
-    off_nvlink = off_mnnvl(site, (a, b))
-    pinned = 2 if site.node_type(a).fabric in IB_VERBS else 1  # CUDA_VISIBLE_DEVICES (+ NCCL_IB_HCA)
-    shape, node_pos, env_pos = step_shape(site, collective, pinned + len(off_nvlink), 2, 1)
-    # GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly that device
-    # and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port'). NCCL_IB_HCA is NET/IB's
-    # own: an EFA rail is GPU k alone, and aws-ofi-nccl gives it the EFA devices nearest it (the NCCL
-    # log's channel lines say which: checks/launch.py)
-    tool, off = tool_of(site), tuple(off_nvlink.items())  # once per pair: ~4 million steps at 16,384 nodes
+    off_nvlink = tuple(off_mnnvl(site, (a, b)).items())
+    shape, node_pos, env_pos, rails, tool = _pair_shape(site, a, collective, off_nvlink)
     return [
-        Step(
-            "pair",
-            scope,
-            collective,
-            (a, b),
-            rail.index,
-            f"{a}-{b}:rail{rail.index}",
-            (("CUDA_VISIBLE_DEVICES", str(rail.gpu)), *rail_pin(site, a, rail), *off),
-            shape,
-            node_pos,
-            env_pos,
-            tool,
-        )
-        for rail in site.node_type(a).rails
+        Step("pair", scope, collective, (a, b), i, f"{a}-{b}:rail{i}", env, shape, node_pos, env_pos, tool)
+        for i, env in rails
     ]
+
+
+# What every pair step of one node type, collective and MNNVL setting shares: ~4 million steps at 16,384
+# nodes, each of whose shape and rail environment used to be worked out again.
+PairShape = tuple[
+    tuple[str, ...], int, tuple[int, ...], tuple[tuple[int, tuple[tuple[str, str], ...]], ...], str
+]
+_PAIR_SHAPES: ByIdentity[tuple[int, str, tuple[tuple[str, str], ...]], PairShape] = ByIdentity()
+
+
+def _pair_shape(site: Site, a: str, collective: str, off_nvlink: tuple[tuple[str, str], ...]) -> PairShape:
+    """The shared shape of a pair step from node ``a``'s type (held by ``site``), and per rail its index
+    and environment. GPU k of each node, pinned to rail k's HCA. NCCL_IB_HCA: "=mlx5_3:1" selects exactly
+    that device and port (NCCL env docs, NCCL_IB_HCA: '=' prefix = exact match, ':port'). NCCL_IB_HCA is
+    NET/IB's own: an EFA rail is GPU k alone, and aws-ofi-nccl gives it the EFA devices nearest it (the
+    NCCL log's channel lines say which: checks/launch.py)."""
+    node_type = site.node_type(a)
+    memo = _PAIR_SHAPES.of(site)
+    key = (id(node_type), collective, off_nvlink)
+    found = memo.get(key)
+    if found is None:
+        pinned = 2 if node_type.fabric in IB_VERBS else 1  # CUDA_VISIBLE_DEVICES (+ NCCL_IB_HCA)
+        shape, node_pos, env_pos = step_shape(site, collective, pinned + len(off_nvlink), 2, 1)
+        rails = tuple(
+            (rail.index, (("CUDA_VISIBLE_DEVICES", str(rail.gpu)), *rail_pin(site, a, rail), *off_nvlink))
+            for rail in node_type.rails
+        )
+        found = memo[key] = (shape, node_pos, env_pos, rails, tool_of(site))
+    return found
 
 
 # NCCL env docs, NCCL_MNNVL_ENABLE (NCCL_MNNVL in the 2.20 docs): "Enable NCCL to use multi-node

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from clusteraccept.memo import ByIdentity
 from clusteraccept.site.schema import Section
 
 
@@ -36,19 +37,15 @@ def lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
     """The reference whose pattern matches ``key`` most specifically, or None. Remembered per mapping and
     key: a run asks for the same few hundred keys once per measured size (millions of times at scale),
     each an fnmatch over every pattern; a Site's baselines are never changed once loaded."""
-    memo = _LOOKUPS.get(id(baselines))
-    if memo is None or memo[0] is not baselines:  # held, so its id is not reused while it is remembered
-        if len(_LOOKUPS) >= 8:
-            _LOOKUPS.clear()
-        memo = _LOOKUPS[id(baselines)] = (baselines, {})
-    found = memo[1].get(key, _UNKNOWN)
+    memo = _LOOKUPS.of(baselines)
+    found = memo.get(key, _UNKNOWN)
     if found is _UNKNOWN:
-        found = memo[1][key] = _lookup(baselines, key)
+        found = memo[key] = _lookup(baselines, key)
     return found  # type: ignore[return-value]
 
 
 _UNKNOWN = object()
-_LOOKUPS: dict[int, tuple[Mapping[str, Reference], dict[str, object]]] = {}
+_LOOKUPS: ByIdentity[str, object] = ByIdentity()
 
 
 def _lookup(baselines: Mapping[str, Reference], key: str) -> Reference | None:
