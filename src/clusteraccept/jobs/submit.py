@@ -30,7 +30,7 @@ from clusteraccept.errors import SubmitError
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.slurm_clients import FINAL_STATES, controller_state, job_starts, sacct_state
 from clusteraccept.jobs.spool import mark_killed, read_spool
-from clusteraccept.plan import limits
+from clusteraccept.plan import commands, limits
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob, Step, kept_rounds, nodes_used
 from clusteraccept.render import render
 from clusteraccept.site.env_file import exported, read_env_file
@@ -157,16 +157,26 @@ def _quote(token: str) -> str:
     return shlex.quote(token)
 
 
-@functools.lru_cache(maxsize=256)
-def _quoted_shape(shape: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(map(_quote, shape))
+@functools.lru_cache(maxsize=1 << 12)
+def _around_nodes(
+    shape: tuple[str, ...], node_pos: int, env_pos: tuple[int, ...], env: tuple[tuple[str, str], ...]
+) -> tuple[str, str]:
+    """A step's line before and after its node list (the whole line first where it has none), every other
+    word quoted and its environment in place. Steps share their shape (plan/commands.argv_shape) and a pair's
+    rails share their environment tuples (plan/jobs.pair_steps): a few dozen of these per site."""
+    words = [_quote(w) for w in shape]
+    for pos, (k, v) in zip(env_pos, env, strict=True):
+        words[pos] = _quote(f"{k}={v}")
+    if node_pos < 0:
+        return " ".join(words), ""
+    return " ".join([*words[:node_pos], ""]), " ".join(["", *words[node_pos + 1 :]])
 
 
 def _step_line(step: Step) -> str:
-    """``shlex.join(step.argv)``, each token quoted once per process: a 16,384-node campaign writes ~4
-    million step lines of ~34 tokens, nearly all of them repeats. The step's shape (shared by every step of
-    a kind: plan/commands.argv_shape) is quoted once, its own values (nodes, environment) into place."""
-    return " ".join(step.fill(list(_quoted_shape(step.shape)), _quote))
+    """``shlex.join(step.argv)``: a 16,384-node campaign writes ~4 million step lines of ~34 words, nearly
+    all of them repeats; only a step's nodes are its own."""
+    head, tail = _around_nodes(step.shape, step.node_pos, step.env_pos, step.env)
+    return head + _quote(commands.nodelist(step.nodes)) + tail if step.node_pos >= 0 else head
 
 
 class JobLayer:
