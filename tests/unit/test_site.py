@@ -76,6 +76,12 @@ def test_block_node_not_in_nodes(tmp_path: Path) -> None:
     assert "blocks.su2: expected nodes listed in 'nodes', got 'gpu033'" in msg
 
 
+def test_node_type_node_not_in_nodes(tmp_path: Path) -> None:
+    text = GOOD.replace("  dgx-h100:\n    gpus: 8\n", '  dgx-h100:\n    nodes: "gpu[001-033]"\n    gpus: 8\n')
+    msg = _error(tmp_path, text)
+    assert "node_types.dgx-h100.nodes: expected nodes listed in 'nodes', got 'gpu033'" in msg
+
+
 def test_block_named_like_a_node(tmp_path: Path) -> None:
     msg = _error(tmp_path, GOOD.replace('su2: "gpu[017-032]"', 'gpu017: "gpu[017-032]"'))
     assert "blocks.gpu017: expected a block name that is not a node's, got 'gpu017'" in msg
