@@ -41,11 +41,11 @@ from clusteraccept.checks.peers import judge_row, peer_stats
 from clusteraccept.evidence import Evidence, is_timed_out_line
 from clusteraccept.judge.verdicts import Outcome, Verdict, against, error, expect, skip
 from clusteraccept.judge.verdicts import judge as judge_value
-from clusteraccept.memo import ByIdentity
 from clusteraccept.parsers import launch_record
 from clusteraccept.parsers.stored import StepParse, Stored, dumps, loads, pack, parse_step
 from clusteraccept.plan.subjects import rail_subject
 from clusteraccept.site.baselines import Reference, lookup
+from clusteraccept.site.memo import ByIdentity
 from clusteraccept.site.model import Site
 from clusteraccept.site.schema import format_size
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from clusteraccept.families import NODE_FAMILIES
-from clusteraccept.memo import ByIdentity
 from clusteraccept.plan.commands import nodelist, step_shape, tool_of
 from clusteraccept.plan.matchings import circle_rounds, cross_block_pairs, greedy_matchings
+from clusteraccept.site.memo import ByIdentity
 from clusteraccept.site.model import Site
 from clusteraccept.site.nodes import Rail
 

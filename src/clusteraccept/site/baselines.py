@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clusteraccept.memo import ByIdentity
+from clusteraccept.site.memo import ByIdentity
 from clusteraccept.site.schema import Section
 
 

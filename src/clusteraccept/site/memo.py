@@ -1,5 +1,6 @@
-"""Values worked out once per object that is not hashable (a Site, its baselines mapping: they hold dicts)
-and never changed once loaded: remembered by the object's identity."""
+"""Values worked out once per loaded Site, or one of its mappings (its baselines), which are never changed
+once loaded and are not hashable (they hold dicts): remembered by the object's identity. The plan's pair
+step shapes, the baseline lookups and the busbw combinations use it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""memo.ByIdentity: one memo per owner object, by identity, the owner held."""
+"""site/memo.ByIdentity: one memo per owner object, by identity, the owner held."""
 
 from __future__ import annotations
 
-from clusteraccept.memo import ByIdentity
+from clusteraccept.site.memo import ByIdentity
 
 
 def test_one_memo_per_owner_held_and_forgotten_after_keep_owners() -> None:
