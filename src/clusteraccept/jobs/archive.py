@@ -132,8 +132,27 @@ def _members(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         raise ArchiveError(
             f"{path}: evidence bundle cut off or corrupt ({exc}): {_what(path)} is incomplete, not read"
         ) from None
-    for d in members:
+    for n, d in enumerate(members, 1):
+        if not isinstance(d, dict) or not isinstance(d.get("member"), str):
+            got = f"a {type(d).__name__}" + (f" with keys {sorted(d)[:6]}" if isinstance(d, dict) else "")
+            raise ArchiveError(
+                f"{path}: line {n}: expected an archived evidence (a JSON object with 'member'), got {got}: "
+                f"{_what(path)} not read"
+            )
         yield d.pop("member"), d
+
+
+def _evidence(path: Path, member: str, d: dict[str, Any]) -> Evidence:
+    """An archived member as Evidence, or one line naming the bundle and member where it is none (a line
+    edited or written by something other than this archive)."""
+    try:
+        return Evidence.from_dict(d)
+    except (TypeError, AttributeError) as exc:
+        raise ArchiveError(
+            f"{path}: member {member!r}: expected an archived evidence (host, source, argv or path...), "
+            f"got keys {sorted(d)[:8]} ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}): "
+            f"{_what(path)} not read"
+        ) from None
 
 
 def _what(path: Path) -> str:
@@ -150,7 +169,7 @@ def load_all(run_dir: Path) -> Iterator[tuple[Evidence, str]]:
     for path in _bundles(run_dir):
         rel = path.relative_to(run_dir)
         for member, d in _members(path):
-            yield Evidence.from_dict(d), f"{rel}#{member}"
+            yield _evidence(path, member, d), f"{rel}#{member}"
     for path in _one_file_each(run_dir):
         yield load(path), str(path.relative_to(run_dir))
 
@@ -176,7 +195,7 @@ def supersede(run_dir: Path, gone: Callable[[Evidence], bool], dest: Path) -> li
     moved: list[str] = []
     for path in _bundles(run_dir):
         members = list(_members(path))
-        out = [(m, d) for m, d in members if gone(Evidence.from_dict(d))]
+        out = [(m, d) for m, d in members if gone(_evidence(path, m, d))]
         if not out:
             continue
         rel = path.relative_to(run_dir / "raw")
@@ -248,4 +267,10 @@ def write_parsed(run_dir: Path, version: str, bundle: str, members: Iterable[byt
 
 def load(path: Path) -> Evidence:
     """Read back one Evidence archived as its own file (runs of before bundles)."""
-    return Evidence.from_dict(json.loads(path.read_text()))
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArchiveError(f"{path}: archived evidence unreadable ({exc}): not read") from None
+    if not isinstance(d, dict):
+        raise ArchiveError(f"{path}: expected an archived evidence (a JSON object), got a {type(d).__name__}")
+    return _evidence(path, path.name, d)

@@ -151,3 +151,42 @@ def test_two_runs_of_one_site_at_once_each_find_exactly_the_injected_faults(tmp_
         assert pytest_errors(tmp_path / f"pytest-{i}.xml") == ()
     with sqlite3.connect(reports / "demo" / "history.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone() == (2,)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"member": "x1", "host": "node1"}', "member 'x1': expected an archived evidence (host, source,"),
+        (
+            '{"member": "x2", "host": "node1", "source": "s", "colour": 1}',
+            "got keys ['colour', 'host', 'source']",
+        ),
+        (
+            '{"member": "x3", "host": "node1", "source": "s", "meta": 5}',
+            "member 'x3': expected an archived evidence",
+        ),
+        (
+            '["not", "an", "object"]',
+            "line 2: expected an archived evidence (a JSON object with 'member'), got a list",
+        ),
+        (
+            '{"host": "node1", "source": "s"}',
+            "line 2: expected an archived evidence (a JSON object with 'member')",
+        ),
+    ],
+)
+def test_a_bundle_line_that_is_no_evidence_is_one_line_naming_bundle_and_member(
+    demo_run: DemoRun, tmp_path: Path, line: str, expected: str
+) -> None:
+    """A bundle whose lines were edited or written by something else: one line naming the bundle, the member
+    (or line) and what was expected, never a TypeError or KeyError from inside the reader."""
+    run = tmp_path / "run"
+    shutil.copytree(demo_run.run, run, symlinks=True)
+    bundle = run / "raw" / "campaign-leaf1" / "r001.jsonl.gz"
+    lines = gzip.decompress(bundle.read_bytes()).decode().splitlines()
+    bundle.write_bytes(gzip.compress("\n".join([lines[0], line, *lines[1:]]).encode()))
+    with pytest.raises(ArchiveError) as exc:
+        list(archive.load_all(run))
+    msg = str(exc.value)
+    assert msg.startswith(f"{bundle}: ") and "\n" not in msg and expected in msg, msg
+    assert msg.endswith("round 1 of campaign-leaf1's evidence not read"), msg
