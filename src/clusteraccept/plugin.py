@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -532,6 +532,12 @@ def _nothing() -> None:
     pass
 
 
+_DRY_PHASES: tuple[tuple[Literal["setup", "teardown"], Callable[[], None]], ...] = (
+    ("setup", _skip_dry),
+    ("teardown", _nothing),
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """A dry run's items after the first are reported skipped (setup) and torn down (teardown) without
@@ -545,8 +551,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return None
     ihook = item.ihook
     ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for when, run in (("setup", _skip_dry), ("teardown", _nothing)):
-        call = pytest.CallInfo.from_call(run, when)  # type: ignore[arg-type]
+    for when, run in _DRY_PHASES:
+        call = pytest.CallInfo.from_call(run, when)
         ihook.pytest_runtest_logreport(report=ihook.pytest_runtest_makereport(item=item, call=call))
     ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
