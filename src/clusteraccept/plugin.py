@@ -541,8 +541,8 @@ _DRY_PHASES: tuple[tuple[Literal["setup", "teardown"], Callable[[], None]], ...]
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """A dry run's items after the first are reported skipped (setup) and torn down (teardown) without
-    pytest's per-phase machinery (fixture setup state, output capture, log capture per phase), which cost
-    ~0.7 ms an item: ~45 s of a 16,384-node dry run's 66,562 items. Their reports go through the same
+    pytest's per-phase machinery (fixture setup state, output capture, log capture per phase): 0.76 -> 0.50
+    ms an item at 4,096 nodes, of which a 16,384-node dry run has 66,562. Their reports go through the same
     makereport and logreport hooks as any item's (terminal, --junitxml, -rs see the same skip, raised at
     the same line as pytest_runtest_setup's). Only where the next item skips too (or none follows): such
     an item sets nothing up, so pytest's own protocol for a next item of another kind would find the
