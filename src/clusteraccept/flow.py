@@ -42,7 +42,7 @@ from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
 from clusteraccept.parsers.stored import Stored, pack
 from clusteraccept.plan import limits
 from clusteraccept.plan.confirm import confirmation_job
-from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan
+from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan, step_names
 from clusteraccept.plan.subjects import not_applicable
 from clusteraccept.redact import redact_text
 from clusteraccept.render import REPO_ROOT
@@ -371,6 +371,7 @@ def execute(req: Request) -> dict[str, Any]:
         job_limits = limits_of(site, req.executor or site.slurm.executor)
         plan = limits.fit(plan, site, job_limits)  # last: it shards what the selection kept
         results = _header(req, plan)
+        record.write_step_names(req.run_dir, "plan", step_names(plan))
         results["limits"] = job_limits.as_dict()
         if req.scope is not None:
             results["scope"] = req.scope.record(plan)
@@ -465,6 +466,7 @@ def _confirmed(
         "steps": sum(len(r.steps) for cj in plan.campaign_jobs for r in cj.rounds),
         "plan": describe(plan)["campaign_jobs"],
     }
+    record.write_step_names(req.run_dir, "confirmation", step_names(plan))
     for o in outcomes:
         for ev, ref in archive_job(req.run_dir, o.name, o.evidence):
             archived[ev.meta.get("check", "misc")].append((ev, ref))

@@ -301,7 +301,7 @@ def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     assert {"campaign-leaf1-p1", "campaign-leaf1-p2", "campaign-cross-p1", "campaign-cross-p2"} <= set(names)
     assert results["limits"]["max_steps_per_job"] == 14
     assert f"cluster: scontrol show config (Slurm {vcluster.slurm}" in results["limits"]["notes"][0]
-    planned = [s for j in results["plan"]["campaign_jobs"] for r in j["rounds"] for s in r["steps"]]
+    planned = [s for rounds in record.step_names(run, results).values() for r in rounds for s in r]
     ran = [
         f"{ev.meta['collective']}:{ev.host}"
         for ev, _ in load_all(run)
@@ -309,7 +309,9 @@ def test_demo_within_small_limits_is_sharded_waved_paced_and_judged_the_same(
     ]
     assert sorted(ran) == sorted(planned) and len(set(planned)) == len(planned)  # each step once
     # and the confirmation job (node3's retests), within the same limits
-    retests = [s for j in results["confirmation"]["plan"] for r in j["rounds"] for s in r["steps"]]
+    retests = [
+        s for rounds in record.step_names(run, results, "confirmation").values() for r in rounds for s in r
+    ]
     ran = [f"{ev.meta['collective']}:{ev.host}" for ev, _ in load_all(run) if ev.meta.get("attempt")]
     assert retests and sorted(ran) == sorted(retests)
     env = {**vcluster.env, "PATH": f"{vcluster.bin_dir}:/usr/bin:/bin:/usr/sbin:/sbin"}

@@ -165,7 +165,7 @@ def test_nightly_entry_regression_and_drain(vcluster: Any, tmp_path: Path, nodes
     run3 = next(p for p in runs(tmp_path / "reports") if p not in (run1, run2))
     results = record.load(run3)
     assert results["scope"]["only_due"] and results["scope"]["nodes"] == ["node1", "node3"], results["scope"]
-    steps = {s for cj in results["plan"]["campaign_jobs"] for r in cj["rounds"] for s in r["steps"]}
+    steps = {s for rounds in record.step_names(run3, results).values() for r in rounds for s in r}
     # their intra-node runs, every pair (all rails) with one of them, their blocks; no whole-set step
     assert steps and all(
         "node1" in s or "node3" in s or s in ("all_reduce:leaf1", "all_reduce:leaf2") for s in steps
@@ -298,13 +298,7 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
     # steps killed with their job are "not tested" (ERROR), not hardware failures: INCOMPLETE, not REJECT
     assert banner(before).verdict == "INCOMPLETE", (banner(before), out[-3000:])
     assert not [v for v in before["verdicts"] if v["outcome"] == "fail"], out[-3000:]
-    leaf2 = {
-        s
-        for cj in before["plan"]["campaign_jobs"]
-        if cj["name"] == "campaign-leaf2"
-        for r in cj["rounds"]
-        for s in r["steps"]
-    }
+    leaf2 = {s for r in record.step_names(run, before)["campaign-leaf2"] for s in r}
     reached = {
         f"{v['subject'].rpartition(':')[2]}:{v['subject'].rpartition(':')[0]}"
         for v in before["verdicts"]

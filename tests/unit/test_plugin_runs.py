@@ -229,9 +229,10 @@ def test_an_item_chosen_by_its_id_submits_its_steps_only(run_pytest: PytestRunne
         out.mkdir()
         proc = pytest_run(run_pytest, out, *args, "--dry-run")
         assert proc.returncode == 0, proc.stdout[-1500:]
-        results = record.load(only_run(out))
-        steps = {s.split(":", 1)[1] for j in results["plan"]["campaign_jobs"] for r in j["rounds"]
-                 for s in r["steps"]}  # fmt: skip
+        run = only_run(out)
+        results = record.load(run)
+        named = record.step_names(run, results)
+        steps = {s.split(":", 1)[1] for rounds in named.values() for r in rounds for s in r}
         assert steps and all("node3" in s for s in steps), (how, steps)
         assert "node3" in steps and "node3-node4:rail5" in steps and "node2-node3:rail0" in steps, how
         assert results["subset"] is True

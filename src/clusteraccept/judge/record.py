@@ -1,5 +1,6 @@
 """The run's canonical record, in two parts: ``results.json`` (the run's facts: site, plan, jobs, fingerprint,
-counts) and ``verdicts.sqlite`` (one row per verdict).
+counts) and ``verdicts.sqlite`` (one row per verdict); the names of the planned steps beside them, in
+``plan-steps.json.gz`` (and ``confirmation-steps.json.gz``).
 
 One JSON document does not scale: a 4,096-node run has ~10^6 verdicts (hundreds of MB of JSON that every
 reader parses whole), 16,384 nodes ~10^7. SQLite rather than Parquet: it is in Python's standard library
@@ -9,12 +10,20 @@ not pass, drain and attest the failures; see :data:`SELECTIONS`), many processes
 writes, and ``sqlite3 verdicts.sqlite`` lets a person query it. The history store is SQLite already.
 
 Runs written before the split (verdicts inside results.json) are read as they are.
+
+The planned steps' names (:func:`step_names`) are what ``--resume`` asks of a job that Slurm ended early:
+which steps it held. At 16,384 nodes they are 4.3 million names, 132 MB of JSON: inside results.json they
+were 97% of it, parsed by every reader (the report, compare, history, drain) and held by the dry run to its
+end; gzip'd apart (level 1: 13 MB in 0.4 s) only ``--resume`` reads them. Runs that recorded them in
+results.json (each round's ``steps``) are read as they are.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -26,6 +35,7 @@ from clusteraccept.rundir import read_json, write_json
 
 RESULTS = "results.json"
 STORE = "verdicts.sqlite"
+STEP_NAMES = "{}-steps.json.gz"  # "plan" (the run's plan) or "confirmation" (its confirmation job's)
 SCHEMA = 2  # 1: evidence and labels inline (never released)
 _COLUMNS = (
     "seq", "check_id", "family", "subject", "owner", "outcome", "message", "value_num", "value_text",
@@ -314,3 +324,55 @@ def load(run_dir: Path, select: str = "all", owners: Iterable[str] = ()) -> dict
     if stored(results):
         results["verdicts"] = list(rows(run_dir, select, owners))
     return results
+
+
+def write_step_names(run_dir: Path, section: str, jobs: Iterable[tuple[str, list[list[str]]]]) -> None:
+    """The step names of ``section``'s campaign jobs (plan/jobs.step_names: each job's rounds), written job
+    by job into ``<section>-steps.json.gz``, atomically: ``{"campaign_jobs": {job: [[step, ...], ...]}}``."""
+    path = run_dir / STEP_NAMES.format(section)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with gzip.open(tmp, "wt", compresslevel=1, encoding="utf-8") as out:
+            out.write('{"campaign_jobs":{')
+            for i, (name, rounds) in enumerate(jobs):
+                out.write(f"{',' if i else ''}{json.dumps(name)}:{json.dumps(rounds, separators=(',', ':'))}")
+            out.write("}}")
+        tmp.replace(path)
+    except OSError as exc:  # a full reports filesystem: the old file (or none), never half of the new one
+        tmp.unlink(missing_ok=True)
+        raise ArchiveError(f"{path}: could not write: {exc.strerror or exc}") from None
+
+
+def step_names(
+    run_dir: Path, results: Mapping[str, Any], section: str = "plan"
+) -> dict[str, list[list[str]]]:
+    """Each campaign job of ``section`` (results.json ``plan``, or ``confirmation``'s) -> its rounds' step
+    names, from ``<section>-steps.json.gz``, or from results.json itself for a run that recorded them."""
+    jobs = (
+        (results.get("plan") or {}).get("campaign_jobs", [])
+        if section == "plan"
+        else (results.get(section) or {}).get("plan", [])
+    )
+    if not jobs:
+        return {}
+    if any("steps" in r for j in jobs for r in j.get("rounds", ())):  # recorded in results.json itself
+        return {str(j["name"]): [list(r["steps"]) for r in j["rounds"]] for j in jobs}
+    path = run_dir / STEP_NAMES.format(section)
+    try:
+        got = json.loads(gzip.decompress(path.read_bytes()))
+    except FileNotFoundError:
+        raise ArchiveError(
+            f"{path}: missing: results.json {section} counts its steps and names them in this file"
+        ) from None
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
+        raise ArchiveError(f"{path}: not the run's step names (gzip'd JSON): {exc}") from None
+    names = got.get("campaign_jobs") if isinstance(got, dict) else None
+    if not isinstance(names, dict) or not all(
+        isinstance(rounds, list) and all(isinstance(r, list) for r in rounds) for rounds in names.values()
+    ):
+        found = sorted(got)[:5] if isinstance(got, dict) else type(got).__name__
+        raise ArchiveError(
+            f'{path}: expected {{"campaign_jobs": {{job: [[step, ...], ...]}}}}, found {found}'
+        )
+    return names

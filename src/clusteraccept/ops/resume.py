@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,14 +62,14 @@ def _step_of_item(item: str, by_subject: Mapping[str, list[str]]) -> list[str]:
     return by_subject.get(item, [])
 
 
-def job_steps(results: Mapping[str, Any]) -> dict[str, set[str]]:
-    """Campaign job name -> its step names, from the run's recorded plan (and its earlier resumes: a
-    ``campaign-leaf2-r1`` ran that campaign's steps that resume 1 reran; a resume that recorded its jobs'
-    steps, ``job_steps``, says which shard ran which)."""
-    out = {
-        str(cj["name"]): {s for r in cj["rounds"] for s in r["steps"]}
-        for cj in (results.get("plan") or {}).get("campaign_jobs", [])
-    }
+def job_steps(
+    results: Mapping[str, Any], planned: Mapping[str, Sequence[Sequence[str]]]
+) -> dict[str, set[str]]:
+    """Campaign job name -> its step names, from the run's recorded plan (``planned``: each job's rounds'
+    step names, judge/record.step_names) and its earlier resumes (a ``campaign-leaf2-r1`` ran that
+    campaign's steps that resume 1 reran; a resume that recorded its jobs' steps, ``job_steps``, says which
+    shard ran which)."""
+    out = {str(name): {s for r in rounds for s in r} for name, rounds in planned.items()}
     for entry in results.get("resumes", []):
         if "job_steps" in entry:
             out.update({name: set(steps) for name, steps in entry["job_steps"].items()})
@@ -81,7 +81,7 @@ def job_steps(results: Mapping[str, Any]) -> dict[str, set[str]]:
     return out
 
 
-def killed_steps(results: Mapping[str, Any]) -> set[str]:
+def killed_steps(results: Mapping[str, Any], planned: Mapping[str, Sequence[Sequence[str]]]) -> set[str]:
     """Steps of campaign jobs that Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED...) whose
     own launch did not pass: killed with their job, whatever the hardware did (pure)."""
     launch = {
@@ -90,7 +90,7 @@ def killed_steps(results: Mapping[str, Any]) -> set[str]:
         if v["check"] == "nccl.launch"
         for subject, _, collective in [str(v["subject"]).rpartition(":")]
     }
-    steps = job_steps(results)
+    steps = job_steps(results, planned)
     out: set[str] = set()
     for job in results.get("jobs", []):
         if job.get("state") in (*DONE, "SUBMIT_ERROR", "DRY_RUN"):
@@ -99,9 +99,12 @@ def killed_steps(results: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def what_to_rerun(results: Mapping[str, Any], plan: Plan) -> Rerun:
+def what_to_rerun(
+    results: Mapping[str, Any], plan: Plan, recorded: Mapping[str, Sequence[Sequence[str]]]
+) -> Rerun:
     """The lost part of a run (pure): missing subjects of its jobs, the subjects of ERROR verdicts, and
-    the steps of jobs Slurm ended early (node failure, timeout, preemption) that did not pass."""
+    the steps of jobs Slurm ended early (node failure, timeout, preemption) that did not pass (``recorded``:
+    the step names of the run's campaign jobs as recorded, judge/record.step_names)."""
     planned = {s.name for s in plan.steps()}
     by_subject: dict[str, list[str]] = defaultdict(list)
     for name in planned:
@@ -135,7 +138,7 @@ def what_to_rerun(results: Mapping[str, Any], plan: Plan) -> Rerun:
             add(steps, f"{collective}:{subject}", planned)
         elif v["family"] != "nccl":  # the other nccl verdicts follow from the steps (localization, counters)
             add(nodes, str(v["subject"]).split(":", 1)[0], probe_nodes)
-    for name in killed_steps(results):
+    for name in killed_steps(results, recorded):
         add(steps, name, planned)
     order = [n for pj in plan.probe_jobs for n in pj.nodes]
     return Rerun(
@@ -226,7 +229,7 @@ def resume_run(
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
     plan = make_plan(site, families=families, nccl=nccl)
-    rerun = what_to_rerun(results, plan)
+    rerun = what_to_rerun(results, plan, record.step_names(run_dir, results))
     n = len(resumes) + 1
     entry: dict[str, Any] = {
         "resume": n,

@@ -408,7 +408,9 @@ def _make_plan(
 
 
 def describe(plan: Plan) -> dict[str, object]:
-    """The plan as results.json records it."""
+    """The plan as results.json records it: each round's label and how many steps it has. Their names are
+    :func:`step_names`, kept beside results.json (judge/record.write_step_names): 4.3 million at 16,384
+    nodes were 97% of a 140 MB results.json that every reader of the run parsed whole."""
     return {
         "probe_jobs": [
             {"name": j.name, "nodes": list(j.nodes), "families": list(j.families)} for j in plan.probe_jobs
@@ -423,8 +425,15 @@ def describe(plan: Plan) -> dict[str, object]:
                 "snapshots": j.snapshots,
                 "max_concurrent": j.max_concurrent,
                 "step_interval_s": j.step_interval_s,
-                "rounds": [{"label": r.label, "steps": [s.name for s in r.steps]} for r in j.rounds],
+                "rounds": [{"label": r.label, "n_steps": len(r.steps)} for r in j.rounds],
             }
             for j in plan.campaign_jobs
         ],
     }
+
+
+def step_names(plan: Plan) -> Iterator[tuple[str, list[list[str]]]]:
+    """Each campaign job's name and its rounds' step names, job by job (the names of every step of a
+    16,384-node plan are never held at once)."""
+    for j in plan.campaign_jobs:
+        yield j.name, [[s.name for s in r.steps] for r in j.rounds]

@@ -356,10 +356,8 @@ def summary_line(plan: Mapping[str, Any], lim: Mapping[str, Any]) -> str:
     jobs = plan.get("campaign_jobs", [])
     if not jobs:
         return ""
-    steps = [
-        sum(len(r["steps"]) for r in j["rounds"]) + (len(j["rounds"]) + 1) * j["snapshots"] for j in jobs
-    ]
-    waves = [min(len(r["steps"]), j["max_concurrent"] or len(r["steps"])) for j in jobs for r in j["rounds"]]
+    steps = [sum(r["n_steps"] for r in j["rounds"]) + (len(j["rounds"]) + 1) * j["snapshots"] for j in jobs]
+    waves = [min(r["n_steps"], j["max_concurrent"] or r["n_steps"]) for j in jobs for r in j["rounds"]]
     shards = sum(1 for j in jobs if re.search(r"-p\d+$", j["name"]))
     rate = lim.get("step_rate_per_s")
     interval = max(j["step_interval_s"] for j in jobs)

@@ -8,12 +8,13 @@ from typing import Any
 from clusteraccept.evidence import Evidence
 from clusteraccept.jobs.archive import archive_job, load_all, read
 from clusteraccept.ops.resume import Rerun, merge_jobs, reduced_plan, supersede, what_to_rerun
-from clusteraccept.plan.jobs import make_plan
+from clusteraccept.plan.jobs import make_plan, step_names
 from clusteraccept.site.load import load_site
 
 REPO = Path(__file__).resolve().parents[3]
 SITE = load_site("demo", REPO / "site-configs")
 PLAN = make_plan(SITE, families=("topology",), nccl=True)
+RECORDED = dict(step_names(PLAN))  # the step names the run recorded (judge/record.step_names)
 
 
 def results(jobs: list[dict[str, Any]], verdicts: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -52,7 +53,7 @@ def test_missing_and_error_subjects_are_rerun_nothing_else() -> None:
             },
         ],
     )
-    rerun = what_to_rerun(r, PLAN)
+    rerun = what_to_rerun(r, PLAN, RECORDED)
     assert rerun.nodes == ("node2", "node4")
     assert rerun.steps == {"sendrecv:node3-node4:rail0", "all_reduce:leaf2", "sendrecv:node1-node4:rail3"}
     assert rerun.unknown == ()
@@ -67,7 +68,7 @@ def test_a_refused_campaign_reruns_all_its_steps() -> None:
         for s in r.steps
     ]
     r = results([{"name": "campaign-leaf1", "state": "SUBMIT_ERROR", "missing": subjects}])
-    rerun = what_to_rerun(r, PLAN)
+    rerun = what_to_rerun(r, PLAN, RECORDED)
     leaf1 = {
         s.name for cj in PLAN.campaign_jobs if cj.name == "campaign-leaf1" for r in cj.rounds for s in r.steps
     }
@@ -147,10 +148,10 @@ def test_steps_killed_with_their_job_are_rerun_finished_ones_are_not() -> None:
 
     r = {
         "families": ["nccl"],
-        "plan": {"campaign_jobs": [{"name": "campaign-leaf2", "rounds": [{"steps": names}]}]},
         "jobs": [{"name": "campaign-leaf2", "state": "NODE_FAIL", "missing": [never]}],
         "verdicts": [launch(done, "pass"), launch(killed, "fail")],
     }
-    assert what_to_rerun(r, PLAN).steps == {killed, never}
+    recorded = {"campaign-leaf2": [names]}
+    assert what_to_rerun(r, PLAN, recorded).steps == {killed, never}
     r["jobs"][0]["state"] = "COMPLETED"  # a failing launch in a job that ran to its end is a finding
-    assert what_to_rerun(r, PLAN).steps == {never}
+    assert what_to_rerun(r, PLAN, recorded).steps == {never}
