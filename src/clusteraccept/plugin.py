@@ -7,6 +7,8 @@ directory, so pytest-xdist workers share one submission.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import gc
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -505,9 +507,26 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     the cyclic collector's way (``gc.freeze``), which would walk them again at each full collection while
     the items run (~10% of a 4,096-node dry run). Reference counting is unaffected; the loop is pytest's."""
     gc.freeze()
+    _freeze_at_exit()
 
 
+@functools.cache
+def _freeze_at_exit() -> None:
+    """Once per process: at the interpreter's exit, what is still alive is frozen again. The session's
+    items and reports outlive pytest (cycles through their parents), and the interpreter's last full
+    collection walked and freed them one by one: ~5.5 s of a 16,384-node dry run's end, memory the OS takes
+    back at once. Nothing is lost: CPython does not promise ``__del__`` for objects still alive at exit
+    (the data model's note on ``object.__del__``), and logging's own atexit handler, registered before this
+    one, still flushes its handlers after it."""
+    atexit.register(gc.freeze)
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """After the other plugins' (trylast): pytest's unraisable-exception check collects garbage in its
+    own ``pytest_unconfigure``, and with the session's items frozen it does not walk them (1.1 s at 16,384
+    nodes); what it looks for is garbage, which they are not yet. Unfrozen here, so that a process that
+    runs pytest again (pytester in-process) collects this session's items once they are garbage."""
     gc.unfreeze()
 
 

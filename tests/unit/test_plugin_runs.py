@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -382,3 +385,28 @@ def test_a_family_that_does_not_apply_has_no_items_made_at_all(
     assert "no roce items: demo has no roce: section (not a RoCE fabric)" in proc.stdout
     assert "no efa items: demo has no EFA node type" in proc.stdout
     assert "no sharp items: SHARP is not enabled on demo (sharp.enabled)" in proc.stdout
+
+
+def test_a_session_leaves_nothing_frozen_and_the_exit_freezes_what_is_alive(tmp_path: Path) -> None:
+    """plugin.pytest_unconfigure / _freeze_at_exit: once pytest returns, nothing of its session is frozen
+    (a process that goes on collects it); at the interpreter's exit what is alive is frozen, so the last
+    full collection does not walk it (an atexit handler registered before pytest runs after the plugin's)."""
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    script = tmp_path / "run.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import atexit, gc, sys
+            import pytest
+            atexit.register(lambda: print("at exit frozen", gc.get_freeze_count() > 0, flush=True))
+            rc = pytest.main(["-q", "-p", "no:cacheprovider", sys.argv[1]])
+            print("after pytest frozen", gc.get_freeze_count(), "rc", int(rc), flush=True)
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "test_x.py")],
+        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert "after pytest frozen 0 rc 0" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "at exit frozen True" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
