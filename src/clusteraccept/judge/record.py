@@ -21,6 +21,7 @@ results.json (each round's ``steps``) are read as they are.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import sqlite3
 import zlib
@@ -333,7 +334,13 @@ def write_step_names(run_dir: Path, section: str, jobs: Iterable[tuple[str, list
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        with gzip.open(tmp, "wt", compresslevel=1, encoding="utf-8") as out:
+        # no time or temporary name in the gzip header (as archive._write's bundles): the same plan, the
+        # same bytes
+        with (
+            tmp.open("wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=1, mtime=0) as gz,
+            io.TextIOWrapper(gz, encoding="utf-8") as out,
+        ):
             out.write('{"campaign_jobs":{')
             for i, (name, rounds) in enumerate(jobs):
                 out.write(f"{',' if i else ''}{json.dumps(name)}:{json.dumps(rounds, separators=(',', ':'))}")

@@ -34,6 +34,9 @@ def test_names_round_trip_and_results_json_counts_them(tmp_path: Path) -> None:
     assert [r["n_steps"] for r in rounds] == [len(r.steps) for cj in PLAN.campaign_jobs for r in cj.rounds]
     assert not any("steps" in r for r in rounds)  # the names are not in results.json
     assert sorted(p.name for p in tmp_path.iterdir()) == ["confirmation-steps.json.gz", "plan-steps.json.gz"]
+    # the same plan, the same bytes: no time and no (temporary) file name in the gzip header (RFC 1952)
+    head = (tmp_path / "plan-steps.json.gz").read_bytes()[:10]
+    assert head[3] & 0x08 == 0 and head[4:8] == b"\0\0\0\0", head
 
 
 def test_a_run_that_recorded_the_names_in_results_json_reads_them_there(tmp_path: Path) -> None:
