@@ -63,13 +63,13 @@ def _step_of_item(item: str, by_subject: Mapping[str, list[str]]) -> list[str]:
 
 
 def job_steps(
-    results: Mapping[str, Any], planned: Mapping[str, Sequence[Sequence[str]]]
+    results: Mapping[str, Any], recorded: Mapping[str, Sequence[Sequence[str]]]
 ) -> dict[str, set[str]]:
-    """Campaign job name -> its step names, from the run's recorded plan (``planned``: each job's rounds'
+    """Campaign job name -> its step names, from the run's recorded plan (``recorded``: each job's rounds'
     step names, judge/record.step_names) and its earlier resumes (a ``campaign-leaf2-r1`` ran that
     campaign's steps that resume 1 reran; a resume that recorded its jobs' steps, ``job_steps``, says which
     shard ran which)."""
-    out = {str(name): {s for r in rounds for s in r} for name, rounds in planned.items()}
+    out = {str(name): {s for r in rounds for s in r} for name, rounds in recorded.items()}
     for entry in results.get("resumes", []):
         if "job_steps" in entry:
             out.update({name: set(steps) for name, steps in entry["job_steps"].items()})
@@ -81,7 +81,7 @@ def job_steps(
     return out
 
 
-def killed_steps(results: Mapping[str, Any], planned: Mapping[str, Sequence[Sequence[str]]]) -> set[str]:
+def killed_steps(results: Mapping[str, Any], recorded: Mapping[str, Sequence[Sequence[str]]]) -> set[str]:
     """Steps of campaign jobs that Slurm ended early (NODE_FAIL, TIMEOUT, PREEMPTED, CANCELLED...) whose
     own launch did not pass: killed with their job, whatever the hardware did (pure)."""
     launch = {
@@ -90,7 +90,7 @@ def killed_steps(results: Mapping[str, Any], planned: Mapping[str, Sequence[Sequ
         if v["check"] == "nccl.launch"
         for subject, _, collective in [str(v["subject"]).rpartition(":")]
     }
-    steps = job_steps(results, planned)
+    steps = job_steps(results, recorded)
     out: set[str] = set()
     for job in results.get("jobs", []):
         if job.get("state") in (*DONE, "SUBMIT_ERROR", "DRY_RUN"):
