@@ -60,6 +60,8 @@ def test_a_run_that_recorded_the_names_in_results_json_reads_them_there(tmp_path
         (gzip.compress(json.dumps({"campaign_jobs": {"x": ["a:b"]}}).encode()), 'expected {"campaign_jobs"'),
         (gzip.compress(b"[1, 2]"), "found list"),
     ],
+    # Named ids: gzip.compress stamps the time into the bytes, and xdist's workers must collect the same ids.
+    ids=["missing", "not-gzip", "cut-off", "wrong-key", "rounds-not-lists", "a-list"],
 )
 def test_a_step_names_file_missing_cut_off_or_of_another_shape_is_one_line(
     tmp_path: Path, content: bytes | None, says: str
