@@ -316,7 +316,12 @@ def test_resume_reruns_only_the_missing_pairs(vcluster: Any, tmp_path: Path, nod
     )
     after = record.load(run)
     (resume,) = after["resumes"]
-    rerun = set(resume["rerun_steps"])
+    # the names beside results.json (resume-r1-steps.json.gz), counted in it
+    assert "rerun_steps" not in resume and "job_steps" not in resume, resume
+    rerun = set(record.rerun_steps(run, after, 1))
+    shards = record.resume_step_names(run, after)
+    assert {s for rounds in shards.values() for r in rounds for s in r} == rerun, shards
+    assert resume["n_rerun_steps"] == len(rerun) and set(resume["job_step_counts"]) == set(shards)
     # only what the dead job lost: its missing and killed steps, none it had finished, none of other jobs
     assert set(killed["missing"]) <= rerun <= leaf2 - reached, (resume, killed)
     assert rerun and len(rerun) < len(leaf2)

@@ -1,6 +1,6 @@
 """The run's canonical record, in two parts: ``results.json`` (the run's facts: site, plan, jobs, fingerprint,
 counts) and ``verdicts.sqlite`` (one row per verdict); the names of the planned steps beside them, in
-``plan-steps.json.gz`` (and ``confirmation-steps.json.gz``).
+``plan-steps.json.gz`` (and ``confirmation-steps.json.gz``, and each resume's ``resume-r<N>-steps.json.gz``).
 
 One JSON document does not scale: a 4,096-node run has ~10^6 verdicts (hundreds of MB of JSON that every
 reader parses whole), 16,384 nodes ~10^7. SQLite rather than Parquet: it is in Python's standard library
@@ -14,8 +14,10 @@ Runs written before the split (verdicts inside results.json) are read as they ar
 The planned steps' names (:func:`step_names`) are what ``--resume`` asks of a job that Slurm ended early:
 which steps it held. At 16,384 nodes they are 4.3 million names, 132 MB of JSON: inside results.json they
 were 97% of it, parsed by every reader (the report, compare, history, drain) and held by the dry run to its
-end; gzip'd apart (level 1: 13 MB in 0.4 s) only ``--resume`` reads them. Runs that recorded them in
-results.json (each round's ``steps``) are read as they are.
+end; gzip'd apart (level 1: 13 MB in 0.4 s) only ``--resume`` reads them. A resume's steps (what it reran, the
+steps of each job it submitted) are apart too: a resume of a whole campaign names all of them twice. Runs
+that recorded them in results.json (each round's ``steps``, a resume's ``rerun_steps`` and ``job_steps``)
+are read as they are.
 """
 
 from __future__ import annotations
@@ -327,9 +329,15 @@ def load(run_dir: Path, select: str = "all", owners: Iterable[str] = ()) -> dict
     return results
 
 
-def write_step_names(run_dir: Path, section: str, jobs: Iterable[tuple[str, list[list[str]]]]) -> None:
+def write_step_names(
+    run_dir: Path,
+    section: str,
+    jobs: Iterable[tuple[str, list[list[str]]]],
+    rerun_steps: Iterable[str] | None = None,
+) -> None:
     """The step names of ``section``'s campaign jobs (plan/jobs.step_names: each job's rounds), written job
-    by job into ``<section>-steps.json.gz``, atomically: ``{"campaign_jobs": {job: [[step, ...], ...]}}``."""
+    by job into ``<section>-steps.json.gz``, atomically: ``{"campaign_jobs": {job: [[step, ...], ...]}}``;
+    a resume's (section ``resume-r<N>``) also ``"rerun_steps": [step, ...]``: what it set out to rerun."""
     path = run_dir / STEP_NAMES.format(section)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -344,7 +352,10 @@ def write_step_names(run_dir: Path, section: str, jobs: Iterable[tuple[str, list
             out.write('{"campaign_jobs":{')
             for i, (name, rounds) in enumerate(jobs):
                 out.write(f"{',' if i else ''}{json.dumps(name)}:{json.dumps(rounds, separators=(',', ':'))}")
-            out.write("}}")
+            out.write("}")
+            if rerun_steps is not None:
+                out.write(f',"rerun_steps":{json.dumps(list(rerun_steps), separators=(",", ":"))}')
+            out.write("}")
         tmp.replace(path)
     except OSError as exc:  # a full reports filesystem: the old file (or none), never half of the new one
         tmp.unlink(missing_ok=True)
@@ -365,21 +376,55 @@ def step_names(
         return {}
     if any("steps" in r for j in jobs for r in j.get("rounds", ())):  # recorded in results.json itself
         return {str(j["name"]): [list(r["steps"]) for r in j["rounds"]] for j in jobs}
-    path = run_dir / STEP_NAMES.format(section)
+    return _read_step_names(run_dir / STEP_NAMES.format(section), f"results.json {section}")[0]
+
+
+def resume_step_names(run_dir: Path, results: Mapping[str, Any]) -> dict[str, list[list[str]]]:
+    """Each campaign job the run's resumes submitted (``campaign-leaf2-r1``, its shards) -> its rounds' step
+    names, from ``resume-r<N>-steps.json.gz``; a resume that recorded them in results.json
+    (``job_steps``) or not at all (only ``rerun_steps``) gives none here: ops/resume.job_steps reads those."""
+    out: dict[str, list[list[str]]] = {}
+    for entry in results.get("resumes", []):
+        if "job_step_counts" in entry:
+            where = f"results.json resumes[{entry['resume']}]"
+            out.update(_read_step_names(run_dir / resume_steps_file(entry["resume"]), where)[0])
+    return out
+
+
+def rerun_steps(run_dir: Path, results: Mapping[str, Any], n: int) -> list[str]:
+    """The steps resume ``n`` set out to rerun: from its file, or results.json where it recorded them."""
+    (entry,) = [e for e in results.get("resumes", []) if e.get("resume") == n]
+    if "rerun_steps" in entry:
+        return list(entry["rerun_steps"])
+    if not entry.get("n_rerun_steps"):  # a resume that found nothing to rerun wrote no file
+        return []
+    names = _read_step_names(run_dir / resume_steps_file(n), f"results.json resumes[{n}]")[1]
+    return names or []
+
+
+def resume_steps_file(n: int) -> str:
+    return STEP_NAMES.format(f"resume-r{n}")
+
+
+def _read_step_names(path: Path, whose: str) -> tuple[dict[str, list[list[str]]], list[str] | None]:
+    """A step-names file's campaign jobs, and its ``rerun_steps`` (a resume's; None in a plan's)."""
     try:
         got = json.loads(gzip.decompress(path.read_bytes()))
     except FileNotFoundError:
-        raise ArchiveError(
-            f"{path}: missing: results.json {section} counts its steps and names them in this file"
-        ) from None
+        raise ArchiveError(f"{path}: missing: {whose} counts its steps and names them in this file") from None
     except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise ArchiveError(f"{path}: not the run's step names (gzip'd JSON): {exc}") from None
     names = got.get("campaign_jobs") if isinstance(got, dict) else None
-    if not isinstance(names, dict) or not all(
-        isinstance(rounds, list) and all(isinstance(r, list) for r in rounds) for rounds in names.values()
+    rerun = got.get("rerun_steps") if isinstance(got, dict) else None
+    if (
+        not isinstance(names, dict)
+        or not all(
+            isinstance(rounds, list) and all(isinstance(r, list) for r in rounds) for rounds in names.values()
+        )
+        or not (rerun is None or isinstance(rerun, list))
     ):
         found = sorted(got)[:5] if isinstance(got, dict) else type(got).__name__
         raise ArchiveError(
             f'{path}: expected {{"campaign_jobs": {{job: [[step, ...], ...]}}}}, found {found}'
         )
-    return names
+    return names, rerun

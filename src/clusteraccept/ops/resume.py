@@ -27,7 +27,15 @@ from clusteraccept.evidence import Evidence
 from clusteraccept.families import PROBED
 from clusteraccept.jobs import archive
 from clusteraccept.plan import limits
-from clusteraccept.plan.jobs import CampaignJob, Plan, ProbeJob, kept_rounds, make_plan, nodes_used
+from clusteraccept.plan.jobs import (
+    CampaignJob,
+    Plan,
+    ProbeJob,
+    kept_rounds,
+    make_plan,
+    nodes_used,
+    step_names,
+)
 from clusteraccept.site.campaign import COLLECTIVES
 from clusteraccept.site.model import Site
 
@@ -65,12 +73,15 @@ def _step_of_item(item: str, by_subject: Mapping[str, list[str]]) -> list[str]:
 def job_steps(
     results: Mapping[str, Any], recorded: Mapping[str, Sequence[Sequence[str]]]
 ) -> dict[str, set[str]]:
-    """Campaign job name -> its step names, from the run's recorded plan (``recorded``: each job's rounds'
-    step names, judge/record.step_names) and its earlier resumes (a ``campaign-leaf2-r1`` ran that
-    campaign's steps that resume 1 reran; a resume that recorded its jobs' steps, ``job_steps``, says which
-    shard ran which)."""
+    """Campaign job name -> its step names, from the run's recorded plan and resumes (``recorded``: each
+    job's rounds' step names, judge/record.step_names and resume_step_names) and its earlier resumes that
+    did not record them apart (a resume that recorded its jobs' steps in results.json, ``job_steps``, says
+    which shard ran which; before that, a ``campaign-leaf2-r1`` ran that campaign's steps that resume 1
+    reran)."""
     out = {str(name): {s for r in rounds for s in r} for name, rounds in recorded.items()}
     for entry in results.get("resumes", []):
+        if "job_step_counts" in entry:  # its jobs' names are in ``recorded`` (resume-r<N>-steps.json.gz)
+            continue
         if "job_steps" in entry:
             out.update({name: set(steps) for name, steps in entry["job_steps"].items()})
             continue
@@ -229,14 +240,16 @@ def resume_run(
     families = tuple(f for f in results.get("families", []) if f != "nccl")
     nccl = "nccl" in results.get("families", [])
     plan = make_plan(site, families=families, nccl=nccl)
-    rerun = what_to_rerun(results, plan, record.step_names(run_dir, results))
+    recorded = {**record.step_names(run_dir, results), **record.resume_step_names(run_dir, results)}
+    rerun = what_to_rerun(results, plan, recorded)
     n = len(resumes) + 1
     entry: dict[str, Any] = {
         "resume": n,
         "token": token or new_token(),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "rerun_nodes": list(rerun.nodes),
-        "rerun_steps": sorted(rerun.steps),
+        # the steps' names beside results.json (a whole campaign rerun is millions of them): counts here
+        "n_rerun_steps": len(rerun.steps),
         "not_rerun": list(rerun.unknown),
     }
     if rerun.empty:
@@ -254,7 +267,8 @@ def resume_run(
     job_limits = flow.limits_of(site, executor or site.slurm.executor)
     layer = JobLayer(site, run_dir, executor=executor, block_units=job_limits.block_units)
     small = limits.fit(reduced_plan(plan, rerun, f"r{n}"), site, job_limits)
-    entry["job_steps"] = {cj.name: [s.name for r in cj.rounds for s in r.steps] for cj in small.campaign_jobs}
+    record.write_step_names(run_dir, f"resume-r{n}", step_names(small), sorted(rerun.steps))
+    entry["job_step_counts"] = {cj.name: sum(len(r.steps) for r in cj.rounds) for cj in small.campaign_jobs}
     for pj in small.probe_jobs:
         layer.submit_probes(pj, flow.probe_options(site))
     for cj in small.campaign_jobs:

@@ -155,3 +155,32 @@ def test_steps_killed_with_their_job_are_rerun_finished_ones_are_not() -> None:
     assert what_to_rerun(r, PLAN, recorded).steps == {killed, never}
     r["jobs"][0]["state"] = "COMPLETED"  # a failing launch in a job that ran to its end is a finding
     assert what_to_rerun(r, PLAN, recorded).steps == {never}
+
+
+def test_a_resumes_job_killed_again_reruns_its_own_steps_from_their_recorded_names() -> None:
+    """A resume's shard (``campaign-leaf2-r1``) that Slurm ended early too: its steps are known from the
+    names the resume recorded (judge/record.resume_step_names), not from the plan's job."""
+    leaf2 = next(cj for cj in PLAN.campaign_jobs if cj.name == "campaign-leaf2")
+    names = [s.name for r in leaf2.rounds for s in r.steps]
+    second = names[4:8]
+    r = {
+        "families": ["nccl"],
+        "jobs": [
+            {"name": "campaign-leaf2", "state": "COMPLETED", "missing": []},
+            {"name": "campaign-leaf2-r1", "state": "TIMEOUT", "missing": []},
+        ],
+        "verdicts": [
+            {
+                "check": "nccl.launch",
+                "family": "nccl",
+                "subject": f"{s.split(':', 1)[1]}:{s.split(':')[0]}",
+                "outcome": "fail" if s in second or s == names[-1] else "pass",
+            }
+            for s in names
+        ],
+        "resumes": [{"resume": 1, "n_rerun_steps": 8, "job_step_counts": {"campaign-leaf2-r1": 4}}],
+    }
+    recorded = {"campaign-leaf2": [names], "campaign-leaf2-r1": [second]}
+    assert what_to_rerun(r, PLAN, recorded).steps == set(second)
+    # the first pass's job ran to its end: its own failing launch is a finding, never a rerun
+    assert names[-1] not in what_to_rerun(r, PLAN, recorded).steps

@@ -88,3 +88,36 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_half_one(
         record.write_step_names(tmp_path, "plan", full(step_names(PLAN)))
     assert (tmp_path / "plan-steps.json.gz").read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["plan-steps.json.gz"]
+
+
+def test_a_resumes_names_beside_results_json_and_older_resumes_as_they_recorded_them(tmp_path: Path) -> None:
+    shards = [("campaign-leaf2-r1", [["sendrecv:a-b:rail0", "sendrecv:c-d:rail0"], ["sendrecv:a-c:rail1"]])]
+    rerun = ["sendrecv:a-b:rail0", "sendrecv:a-c:rail1", "sendrecv:c-d:rail0"]
+    record.write_step_names(tmp_path, "resume-r1", iter(shards), rerun)
+    results: dict[str, Any] = {
+        "resumes": [
+            {"resume": 1, "n_rerun_steps": 3, "job_step_counts": {"campaign-leaf2-r1": 3}},
+            {"resume": 2, "n_rerun_steps": 0},  # found nothing to rerun: no file
+            # recorded in results.json, as resumes did before: read there, not here
+            {"resume": 3, "rerun_steps": ["x:y"], "job_steps": {"campaign-leaf1-r3": ["x:y"]}},
+        ]
+    }
+    assert record.resume_step_names(tmp_path, results) == dict(shards)
+    assert record.rerun_steps(tmp_path, results, 1) == rerun
+    assert record.rerun_steps(tmp_path, results, 2) == []
+    assert record.rerun_steps(tmp_path, results, 3) == ["x:y"]
+    assert [p.name for p in tmp_path.iterdir()] == ["resume-r1-steps.json.gz"]
+    (tmp_path / "resume-r1-steps.json.gz").unlink()
+    with pytest.raises(ArchiveError) as err:
+        record.resume_step_names(tmp_path, results)
+    assert str(err.value) == (
+        f"{tmp_path / 'resume-r1-steps.json.gz'}: missing: results.json resumes[1] counts its steps and "
+        "names them in this file"
+    )
+    (tmp_path / "resume-r1-steps.json.gz").write_bytes(
+        gzip.compress(json.dumps({"campaign_jobs": {}, "rerun_steps": {"a": 1}}).encode())
+    )
+    with pytest.raises(
+        ArchiveError, match=r"expected \{\"campaign_jobs\".*found \['campaign_jobs', 'rerun_steps'\]"
+    ):
+        record.rerun_steps(tmp_path, results, 1)
