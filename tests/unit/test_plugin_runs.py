@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from harness import PytestRun, PytestRunner
 
+from clusteraccept.errors import ArchiveError
 from clusteraccept.jobs import archive
 from clusteraccept.judge import record
 from clusteraccept.parsers import stored
@@ -410,3 +411,39 @@ def test_a_session_leaves_nothing_frozen_and_the_exit_freezes_what_is_alive(tmp_
     )  # fmt: skip
     assert "after pytest frozen 0 rc 0" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "at exit frozen True" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_resume_that_cannot_record_its_steps_stops_before_it_moves_any_evidence(
+    run_pytest: PytestRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--resume writes the names of the steps it reruns (resume-r<N>-steps.json.gz) before it moves any
+    evidence out of raw/: a reports filesystem too full for them ends it with one line, the run as it was."""
+    first = pytest_run(run_pytest, tmp_path, "suites/test_nccl_nodes.py", "--nodes=node[1]", "-k", "rail0")
+    assert first.returncode == 0 and "1 passed" in first.stdout, first.stdout[-1500:]
+    run = only_run(tmp_path)
+    results = json.loads((run / "results.json").read_text())
+    job = next(j for j in results["jobs"] if j["name"].startswith("campaign"))
+    lost = next(s for r in record.step_names(run, results)[job["name"]] for s in r)
+    job["state"], job["missing"] = "NODE_FAIL", [lost]  # Slurm lost the node before this step ran
+    (run / "results.json").write_text(json.dumps(results))
+
+    # what the run is (raw/, the record, the parses): every file but the reports the session writes again
+    def files() -> dict[Path, bytes]:
+        return {
+            p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.suffix not in (".html", ".xml")
+        }
+
+    before = files()
+
+    def full(run_dir: Path, section: str, *_: object) -> None:
+        raise ArchiveError(
+            f"{run_dir / f'{section}-steps.json.gz'}: could not write: No space left on device"
+        )
+
+    monkeypatch.setattr(record, "write_step_names", full)
+    again = pytest_run(run_pytest, tmp_path, f"--resume={run}", "suites/test_nccl_nodes.py", "-k", "rail0")
+    assert again.returncode != 0, again.stdout[-1500:]
+    assert "resume-r1-steps.json.gz: could not write: No space left on device" in again.stdout, again.stdout[
+        -1500:
+    ]
+    assert files() == before and not (run / "superseded").exists()  # nothing moved, nothing rewritten

@@ -38,7 +38,7 @@ from clusteraccept.rundir import read_json, write_json
 
 RESULTS = "results.json"
 STORE = "verdicts.sqlite"
-STEP_NAMES = "{}-steps.json.gz"  # "plan" (the run's plan) or "confirmation" (its confirmation job's)
+STEP_NAMES = "{}-steps.json.gz"  # "plan" (the run's), "confirmation" (its confirmation job's), "resume-r<N>"
 SCHEMA = 2  # 1: evidence and labels inline (never released)
 _COLUMNS = (
     "seq", "check_id", "family", "subject", "owner", "outcome", "message", "value_num", "value_text",
@@ -393,13 +393,21 @@ def resume_step_names(run_dir: Path, results: Mapping[str, Any]) -> dict[str, li
 
 def rerun_steps(run_dir: Path, results: Mapping[str, Any], n: int) -> list[str]:
     """The steps resume ``n`` set out to rerun: from its file, or results.json where it recorded them."""
-    (entry,) = [e for e in results.get("resumes", []) if e.get("resume") == n]
+    entry = next((e for e in results.get("resumes", []) if e.get("resume") == n), None)
+    if entry is None:
+        found = [e.get("resume") for e in results.get("resumes", [])]
+        raise ArchiveError(f"{run_dir / RESULTS}: resumes: expected resume {n}, found {found}")
     if "rerun_steps" in entry:
         return list(entry["rerun_steps"])
     if not entry.get("n_rerun_steps"):  # a resume that found nothing to rerun wrote no file
         return []
-    names = _read_step_names(run_dir / resume_steps_file(n), f"results.json resumes[{n}]")[1]
-    return names or []
+    path = run_dir / resume_steps_file(n)
+    names = _read_step_names(path, f"results.json resumes[{n}]")[1]
+    if names is None:
+        raise ArchiveError(
+            f'{path}: expected "rerun_steps" (results.json resumes[{n}] counts {entry["n_rerun_steps"]})'
+        )
+    return names
 
 
 def resume_steps_file(n: int) -> str:

@@ -262,13 +262,14 @@ def resume_run(
         prepare(site)
     if "interrupted" in results:  # the run this completes was interrupted: its record says so, not the run's
         entry["after_interrupted"] = results.pop("interrupted")
-    entry["superseded_evidence"] = supersede(run_dir, rerun, n)
     # within the cluster's limits like the run itself (plan/limits.py): a rerun can be sharded too
     job_limits = flow.limits_of(site, executor or site.slurm.executor)
-    layer = JobLayer(site, run_dir, executor=executor, block_units=job_limits.block_units)
     small = limits.fit(reduced_plan(plan, rerun, f"r{n}"), site, job_limits)
+    # the names first: a reports filesystem too full for them stops the resume before raw/ is touched
     record.write_step_names(run_dir, f"resume-r{n}", step_names(small), sorted(rerun.steps))
     entry["job_step_counts"] = {cj.name: sum(len(r.steps) for r in cj.rounds) for cj in small.campaign_jobs}
+    entry["superseded_evidence"] = supersede(run_dir, rerun, n)
+    layer = JobLayer(site, run_dir, executor=executor, block_units=job_limits.block_units)
     for pj in small.probe_jobs:
         layer.submit_probes(pj, flow.probe_options(site))
     for cj in small.campaign_jobs:

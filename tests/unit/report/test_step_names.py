@@ -121,3 +121,12 @@ def test_a_resumes_names_beside_results_json_and_older_resumes_as_they_recorded_
         ArchiveError, match=r"expected \{\"campaign_jobs\".*found \['campaign_jobs', 'rerun_steps'\]"
     ):
         record.rerun_steps(tmp_path, results, 1)
+    (tmp_path / "resume-r1-steps.json.gz").write_bytes(gzip.compress(b'{"campaign_jobs": {}}'))
+    with pytest.raises(ArchiveError) as err:
+        record.rerun_steps(tmp_path, results, 1)  # counted in results.json, not in its file
+    assert str(err.value) == (
+        f'{tmp_path / "resume-r1-steps.json.gz"}: expected "rerun_steps" (results.json resumes[1] counts 3)'
+    )
+    with pytest.raises(ArchiveError) as err:
+        record.rerun_steps(tmp_path, results, 4)
+    assert str(err.value) == f"{tmp_path / 'results.json'}: resumes: expected resume 4, found [1, 2, 3]"
