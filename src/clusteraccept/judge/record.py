@@ -387,7 +387,9 @@ def resume_step_names(run_dir: Path, results: Mapping[str, Any]) -> dict[str, li
     for entry in results.get("resumes", []):
         if "job_step_counts" in entry:
             where = f"results.json resumes[{entry['resume']}]"
-            out.update(_read_step_names(run_dir / resume_steps_file(entry["resume"]), where)[0])
+            out.update(
+                _read_step_names(run_dir / STEP_NAMES.format(resume_section(entry["resume"])), where)[0]
+            )
     return out
 
 
@@ -401,7 +403,7 @@ def rerun_steps(run_dir: Path, results: Mapping[str, Any], n: int) -> list[str]:
         return list(entry["rerun_steps"])
     if not entry.get("n_rerun_steps"):  # a resume that found nothing to rerun wrote no file
         return []
-    path = run_dir / resume_steps_file(n)
+    path = run_dir / STEP_NAMES.format(resume_section(n))
     names = _read_step_names(path, f"results.json resumes[{n}]")[1]
     if names is None:
         raise ArchiveError(
@@ -410,8 +412,9 @@ def rerun_steps(run_dir: Path, results: Mapping[str, Any], n: int) -> list[str]:
     return names
 
 
-def resume_steps_file(n: int) -> str:
-    return STEP_NAMES.format(f"resume-r{n}")
+def resume_section(n: int) -> str:
+    """The step-names section of resume ``n`` (its file: ``STEP_NAMES.format(resume_section(n))``)."""
+    return f"resume-r{n}"
 
 
 def _read_step_names(path: Path, whose: str) -> tuple[dict[str, list[list[str]]], list[str] | None]:

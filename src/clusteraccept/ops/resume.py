@@ -266,7 +266,7 @@ def resume_run(
     job_limits = flow.limits_of(site, executor or site.slurm.executor)
     small = limits.fit(reduced_plan(plan, rerun, f"r{n}"), site, job_limits)
     # the names first: a reports filesystem too full for them stops the resume before raw/ is touched
-    record.write_step_names(run_dir, f"resume-r{n}", step_names(small), sorted(rerun.steps))
+    record.write_step_names(run_dir, record.resume_section(n), step_names(small), sorted(rerun.steps))
     entry["job_step_counts"] = {cj.name: sum(len(r.steps) for r in cj.rounds) for cj in small.campaign_jobs}
     entry["superseded_evidence"] = supersede(run_dir, rerun, n)
     layer = JobLayer(site, run_dir, executor=executor, block_units=job_limits.block_units)
