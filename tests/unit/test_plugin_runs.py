@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from harness import PytestRun, PytestRunner
 
+from clusteraccept.checks import launched
 from clusteraccept.errors import ArchiveError
 from clusteraccept.jobs import archive
 from clusteraccept.judge import record
@@ -179,13 +180,17 @@ def test_rejudge_with_changed_baseline(
 
 
 def stored_parses(run: Path) -> dict[str, str]:
-    """Every stored parse of the run (jobs/archive.py's parsed/), by evidence reference."""
+    """Every stored parse of the run (jobs/archive.py's parsed/), by evidence reference (not the steps'
+    judgements stored beside them: checks/launched.py)."""
     bundles = [
         f"raw/{p.relative_to(run / archive.PARSED)}" for p in (run / archive.PARSED).glob("*/*.jsonl.gz")
     ]
     assert bundles
     return {
-        f"{b}#{m}": line for b in bundles for m, line in archive.parsed_bundle(run, stored.VERSION, b).items()
+        f"{b}#{m}": line
+        for b in bundles
+        for m, line in archive.parsed_bundle(run, stored.VERSION, b).items()
+        if not m.endswith(launched.SUFFIX)
     }
 
 

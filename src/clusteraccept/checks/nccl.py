@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import Archived, counters, efa, slingshot, tcpx
+from clusteraccept.checks import Archived, counters, efa, launched, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
@@ -33,6 +33,7 @@ from clusteraccept.checks.launch import (
     step_findings,
     step_id,
 )
+from clusteraccept.checks.launched import Launched
 from clusteraccept.checks.libfabric import NicPci, device_addresses
 from clusteraccept.checks.localize import Culprit, blamed_nodes, localize
 from clusteraccept.checks.nccl_launch import launch_checks
@@ -123,6 +124,14 @@ def judge_step(
 ) -> Judged:
     """Verdicts of one step, the rows (for the localization frame) it contributes, its launch findings.
     ``parsed``: its output's parse as stored (parsers/stored.py); None: parsed here."""
+    if not parsed_at_all(ev):
+        return _not_parsed(ev, path)
+    launched = launch_part(site, ev, path, nic_pci, parsed or parse_step(ev.source, ev.stdout))
+    return judged_launch(site, ev.meta, launched, path, ev.source)
+
+
+def _not_parsed(ev: Evidence, path: str) -> Judged:
+    """A step killed with its job or timed out: judged from how it ended, its output not read."""
     meta = ev.meta
     subject = step_id(meta)
     evid = (path,)
@@ -137,36 +146,38 @@ def judge_step(
         )
         # neither node was tested by it: their items say so (judge/items.py), localization does not blame
         return [replace(killed, labels={"untested": "killed_with_job"})], [], []
-    if ev.returncode is None:
-        return (
-            [error("nccl.launch", FAMILY, subject, _timed_out(ev), evid)],
-            _failed_row(meta, "error"),
-            [],
-        )
+    return (
+        [error("nccl.launch", FAMILY, subject, _timed_out(ev), evid)],
+        _failed_row(meta, "error"),
+        [],
+    )
+
+
+def launch_part(site: Site, ev: Evidence, path: str, nic_pci: NicPci | None, parsed: StepParse) -> Launched:
+    """What the judge says of a parsed step before it reads a baseline (checks/launched.py stores it): its
+    launch verdict and findings, and the results to judge against the baselines, if any."""
+    meta = ev.meta
+    subject = step_id(meta)
+    evid = (path,)
+    assert ev.returncode is not None, "launch_part of a step not parsed at all (parsed_at_all)"
     fallback = ev.source == "torch-nccl"
-    parsed = parsed or parse_step(ev.source, ev.stdout)
     result = parsed.result
     if result is None:
         tail = (ev.stderr.strip().splitlines() or [""])[-1][:200]
-        return (
-            [
-                error(
-                    "nccl.launch",
-                    FAMILY,
-                    subject,
-                    f"could not parse {ev.source} output ({path}): {parsed.result_error}"
-                    + (f"; stderr: {tail}" if tail else "")
-                    + (
-                        f"; launched twice, the first attempt {ev.meta['relaunched'][:200]}"
-                        if ev.meta.get("relaunched")
-                        else ""
-                    ),
-                    evid,
-                )
-            ],
-            _failed_row(meta, "error"),
-            [],
+        unparsable = error(
+            "nccl.launch",
+            FAMILY,
+            subject,
+            f"could not parse {ev.source} output ({path}): {parsed.result_error}"
+            + (f"; stderr: {tail}" if tail else "")
+            + (
+                f"; launched twice, the first attempt {ev.meta['relaunched'][:200]}"
+                if ev.meta.get("relaunched")
+                else ""
+            ),
+            evid,
         )
+        return Launched((unparsable,), (), None, failed="error")
     ran, debug, unreadable = _what_ran(site, ev, parsed, result, nic_pci or {})
     # NVLS and CollNet/SHARP reduce in the switch: their busbw may exceed the point-to-point ceiling
     # (nccl-tests doc/PERFORMANCE.md, "bus bandwidth")
@@ -195,23 +206,33 @@ def judge_step(
             else f"{result.nranks} ranks on the intended hosts, exit 0, no #wrong, below the ceiling{tag}",
             evidence=evid,
             labels={"collective": meta["collective"], "source": ev.source},
-        )
+        ),
+        *unreadable,
     ]
-    verdicts += unreadable
     if bad and any(f.name in ("multi_rank", "nranks", "no_single_rank_group", "busbw_ceiling") for f in bad):
         # the numbers are not what they claim to be: judging them would mislead
-        return verdicts, _failed_row(meta, "fail"), ran
+        return Launched(tuple(verdicts), tuple(ran), None, failed="fail")
     if (why := gating(ran)) is not None:
         # measured, but not the hardware the plan meant: neither a verdict on it nor evidence against a node
-        return verdicts + _not_judged(meta, result, why, evid), [], ran
-    measured = [
+        return Launched((*verdicts, *_not_judged(meta, result, why, evid)), tuple(ran), None)
+    measured = tuple(
         (row.size_B, m.busbw_GBps)
         for row in result.rows
         if (m := row.out_of_place or row.in_place) is not None
-    ]
-    vs, rows = judge_measured(site, meta, measured, path, source=ev.source, bad=bool(bad))
+    )
+    return Launched(tuple(verdicts), tuple(ran), measured, bad=bool(bad))
+
+
+def judged_launch(site: Site, meta: dict[str, str], launched: Launched, path: str, source: str) -> Judged:
+    """A parsed step's verdicts, rows and findings from its :func:`launch_part`: its results judged
+    against the current baselines."""
+    verdicts = list(launched.verdicts)
+    findings = list(launched.findings)
+    if launched.measured is None:
+        return verdicts, _failed_row(meta, launched.failed) if launched.failed else [], findings
+    vs, rows = judge_measured(site, meta, launched.measured, path, source=source, bad=launched.bad)
     verdicts += vs
-    return verdicts, rows or (_failed_row(meta, "fail") if bad else []), ran
+    return verdicts, rows or (_failed_row(meta, "fail") if launched.bad else []), findings
 
 
 def judge_measured(
@@ -558,35 +579,51 @@ def localization_verdicts(
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
-# what forked workers read (copy-on-write)
-_SHARED: tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]]] | None = None
+# what forked workers read (copy-on-write); the last: the key of the stored judgements (checks/launched.py),
+# None where nothing is stored
+_SHARED: (
+    tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]], str | None] | None
+) = None
 
 
 def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, dict[str, bytes]]:
-    """The steps of ``bounds`` judged, each from its stored parse where one is there and still holds
-    (parsers/stored.py), else parsed here; and the stored form of the parses made here."""
+    """The steps of ``bounds`` judged, each from its stored judgement up to the baselines where one is
+    there and still holds (checks/launched.py), else from its stored parse where that holds
+    (parsers/stored.py), else parsed here; and the stored form of what was worked out here."""
     assert _SHARED is not None
-    site, steps, nic_pci, _, read = _SHARED
+    site, steps, nic_pci, _, read, key = _SHARED
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings = Findings()
     fresh: dict[str, list[tuple[str, str]]] = {}
-    # the steps come bundle by bundle: each bundle's stored parses read once, by the worker judging them
+    # the steps come bundle by bundle: each bundle's stored lines read once, by the worker judging them
     bundle: str | None = None
     lines: Mapping[str, str] = {}
     for ev, path in steps[bounds[0] : bounds[1]]:
-        parsed = None
-        if parsed_at_all(ev):
+        if not parsed_at_all(ev):
+            vs, rs, fs = _not_parsed(ev, path)
+        else:
             where, _, member = path.partition("#")
             if where != bundle:
                 bundle, lines = where, read(where)
             line = lines.get(member)
-            parsed = loads(line, ev.stdout) if line is not None else None
-            if parsed is None:
-                parsed = parse_step(ev.source, ev.stdout)
-                if member:  # in a bundle: a run archived one file per Evidence (no "#") stores none
-                    fresh.setdefault(where, []).append((member, dumps(parsed, ev.stdout)))
-        vs, rs, fs = judge_step(site, ev, path, nic_pci, parsed)
+            stored_line = lines.get(member + launched.SUFFIX) if key is not None else None
+            done = None
+            if stored_line is not None and line is not None and key is not None:
+                done = launched.loads(stored_line, key, ev, line, path)
+            if done is None:
+                parsed = loads(line, ev.stdout) if line is not None else None
+                if parsed is None or line is None:  # (a stored parse is one of a line)
+                    parsed = parse_step(ev.source, ev.stdout)
+                    line = dumps(parsed, ev.stdout)
+                    if member:  # in a bundle: a run archived one file per Evidence (no "#") stores none
+                        fresh.setdefault(where, []).append((member, line))
+                done = launch_part(site, ev, path, nic_pci, parsed)
+                if member and key is not None:
+                    fresh.setdefault(where, []).append(
+                        (member + launched.SUFFIX, launched.dumps(key, ev, line, path, done))
+                    )
+            vs, rs, fs = judged_launch(site, ev.meta, done, path, ev.source)
         verdicts.extend(vs)
         rows.extend(rs)
         findings.add(fs)
@@ -612,7 +649,7 @@ def may_fork() -> bool:
 
 def _links_range(bounds: tuple[int, int]) -> list[Verdict]:
     assert _SHARED is not None
-    site, _, _, (order, by_node), _ = _SHARED
+    site, _, _, (order, by_node), _, _ = _SHARED
     return _node_link_errors(site, order[bounds[0] : bounds[1]], by_node)
 
 
@@ -637,8 +674,9 @@ def judge_steps(
     global _SHARED
     workers = min(cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
+    key = launched.key_of(site, nic_pci or {}) if stored is not None else None
     stored = stored if stored is not None else Stored()
-    _SHARED = (site, steps, nic_pci or {}, links, stored.read)
+    _SHARED = (site, steps, nic_pci or {}, links, stored.read, key)
     if workers < 2 or len(steps) < PARALLEL_MIN or not may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))

@@ -110,7 +110,8 @@ def test_the_judge_stores_the_parses_of_bundled_steps_only_and_judges_alike_from
     judged = judge_steps(s, steps, {}, None, first)
     assert list(first.fresh) == ["raw/c/r001.jsonl.gz"]
     lines = stored.unpack(gzip.decompress(b"".join(first.fresh["raw/c/r001.jsonl.gz"])).decode().splitlines())
-    assert list(lines) == ["nccl/a/step.json"]
+    # its parse, and its judgement up to the baselines (checks/launched.py)
+    assert list(lines) == ["nccl/a/step.json", "nccl/a/step.json|launch"]
     again = stored.Stored(lambda bundle: lines if bundle == "raw/c/r001.jsonl.gz" else {})
     # by repr: a failed pair's localization row holds NaN, never equal to itself
     assert repr(judge_steps(s, steps, {}, None, again)) == repr(judged)
