@@ -126,8 +126,8 @@ def judge_step(
     ``parsed``: its output's parse as stored (parsers/stored.py); None: parsed here."""
     if not parsed_at_all(ev):
         return _not_parsed(ev, path)
-    launched = launch_part(site, ev, path, nic_pci, parsed or parse_step(ev.source, ev.stdout))
-    return judged_launch(site, ev.meta, launched, path, ev.source)
+    part = launch_part(site, ev, path, nic_pci, parsed or parse_step(ev.source, ev.stdout))
+    return judged_launch(site, ev.meta, part, path, ev.source)
 
 
 def _not_parsed(ev: Evidence, path: str) -> Judged:
