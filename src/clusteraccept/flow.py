@@ -39,7 +39,7 @@ from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
 from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
-from clusteraccept.parsers.stored import Stored, pack
+from clusteraccept.parsers.stored import Stored
 from clusteraccept.plan import limits
 from clusteraccept.plan.confirm import confirmation_job
 from clusteraccept.plan.jobs import CampaignJob, Plan, Step, describe, kept_rounds, make_plan, step_names
@@ -294,14 +294,13 @@ def _run_child(work: Callable[[], Any], send: Any) -> None:
 
 
 def _store_parsed(run_dir: Path, stored: Stored) -> None:
-    """Store the parses the judge made, bundle by bundle (each bundle's file whole: the parses read back
-    first, the new ones after them), so that the next ``--rejudge`` reads them instead of parsing raw/
-    again. Not being able to is no failure of the run: its evidence is in raw/, and the record is written
-    after this."""
+    """Store what the judge parsed or judged anew, bundle by bundle (each bundle's file whole, as the judge
+    gives it: the lines it kept beside the new ones), so that the next ``--rejudge`` reads them instead of
+    parsing raw/ again. Not being able to is no failure of the run: its evidence is in raw/, and the record
+    is written after this."""
     with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
-        for bundle, fresh in stored.fresh.items():
-            kept = stored.read(bundle)
-            write_parsed(run_dir, PARSER_VERSION, bundle, [pack(kept.items()), *fresh] if kept else fresh)
+        for bundle, whole in stored.fresh.items():
+            write_parsed(run_dir, PARSER_VERSION, bundle, whole)
 
 
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:

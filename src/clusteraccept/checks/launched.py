@@ -9,11 +9,11 @@ stored beside the step's parse (``<member>|launch`` in ``parsed/<job>/<bundle>.j
 
     [key, crc, verdicts, findings, measured, failed, bad]
 
-A line is used only when its ``key`` is :func:`key_of` now (this code, these parsers, the site without its
-baselines, the PCI addresses of the run's EFA/cxi devices) and its ``crc`` is :func:`crc_of` the step (its
-output, metadata, command line and exit status, and its stored parse's line); anything else, or a line
-that does not decode, means the step is judged from its parse again and the line stored anew. Like the
-parse, it is derived data, never evidence.
+A line is used only when its ``key`` is :func:`key_of` now (this code, these parsers, the site as the judge
+gives it to ``launch_part``: :func:`unjudged`, without its baselines; the PCI addresses of the run's EFA/cxi
+devices) and its ``crc`` is :func:`crc_of` the step (its output, metadata, command line and exit status,
+and its stored parse's line); anything else, or a line that does not decode, means the step is judged
+from its parse again and the line stored anew. Like the parse, it is derived data, never evidence.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import enum
 import hashlib
 import json
 import secrets
+import typing
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,26 +90,37 @@ def _canon(x: Any) -> Any:
     return repr(x)
 
 
+def unjudged(site: Site) -> Site:
+    """The site as :func:`nccl.launch_part <clusteraccept.checks.nccl.launch_part>` is given it: without its
+    baselines (which ``--rejudge`` reads anew), where its file is and its description. What it cannot
+    read, a stored judgement cannot have depended on: the key is this site, nothing left out by hand."""
+    return dataclasses.replace(site, baselines={}, baselines_file=None, file="", description="")
+
+
 def key_of(site: Site, nic_pci: Mapping[str, Mapping[str, str]]) -> str:
     """What every stored judgement of this run must have been made under to be used: this code and these
-    parsers, the site with everything but its baselines (which ``--rejudge`` reads anew; any other edit of
-    the site judges every step again), and the PCI addresses the run's device probes found."""
-    unjudged = dataclasses.replace(site, baselines={}, baselines_file=None)
-    text = json.dumps([CODE, _canon(unjudged), _canon(nic_pci)], separators=(",", ":"))
+    parsers, ``site`` (:func:`unjudged`'s: any edit but of its baselines judges every step again), and the
+    PCI addresses the run's device probes found (node -> address -> device), in no order of theirs (a run
+    lists them in the order its jobs ended, a rejudge in its bundles')."""
+    pci = sorted((node, sorted(by_address.items())) for node, by_address in nic_pci.items())
+    text = json.dumps([CODE, _canon(unjudged(site)), pci], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def crc_of(ev: Evidence, parse: str) -> int:
-    """The step as judged: its output, metadata, command line and exit status, and the stored parse it
-    was judged from (``parse``: its line, parsers/stored.dumps), so that a parse stored anew (``--reparse``,
-    an edit) is judged anew."""
-    head = json.dumps([ev.meta, ev.argv, ev.returncode, ev.source], separators=(",", ":"))
+    """The step as judged: its output (both streams), metadata, command line and exit status, and the
+    stored parse it was judged from (``parse``: its line, parsers/stored.dumps), so that a parse stored anew
+    (``--reparse``, an edit) is judged anew."""
+    head = json.dumps([ev.meta, ev.argv, ev.returncode, ev.source, ev.stderr], separators=(",", ":"))
     return zlib.crc32(parse.encode(), zlib.crc32(ev.stdout.encode(), zlib.crc32(head.encode())))
 
 
+def _evidence(evidence: tuple[str, ...], path: str) -> bool | list[str]:
+    """A verdict's evidence: its step's (true), none (false), or as it is (never so far)."""
+    return True if evidence == (path,) else False if not evidence else list(evidence)
+
+
 def _verdict(v: Verdict, path: str) -> list[Any]:
-    if v.evidence not in ((), (path,)):
-        raise ValueError(f"{v.subject}: evidence other than its step's: {v.evidence}")
     return [
         v.check,
         v.family,
@@ -120,7 +132,7 @@ def _verdict(v: Verdict, path: str) -> list[Any]:
         v.lower,
         v.upper,
         v.unit,
-        bool(v.evidence),
+        _evidence(v.evidence, path),
         dict(v.labels),
     ]
 
@@ -156,15 +168,31 @@ def loads(line: str, key: str, ev: Evidence, parse: str, path: str) -> Launched 
         evid = (path,)
         return Launched(
             tuple(
-                Verdict(c, fam, s, Outcome(o), m, val, r, lo, hi, u, evid if e else (), lab)
+                Verdict(
+                    c, fam, s, Outcome(o), m, val, r, lo, hi, u, evid if e is True else tuple(e or ()), lab
+                )
                 for c, fam, s, o, m, val, r, lo, hi, u, e, lab in verdicts
             ),
             tuple(
                 Finding(c, n, ok, m, s, frozenset(cpus), tuple(vs)) for c, n, ok, m, s, cpus, vs in findings
             ),
-            None if measured is None else tuple((int(b), float(v)) for b, v in measured),
+            None if measured is None else tuple((_size(b), _number(v)) for b, v in measured),
             str(failed),
             bool(bad),
         )
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None
+
+
+def _size(x: Any) -> int:
+    if type(x) is not int:
+        raise TypeError(f"a size in bytes, got {x!r}")
+    return x
+
+
+def _number(x: Any) -> int | float:
+    """A result as it was measured: a float, or an int where the collector printed one (the PyTorch
+    fallback may); JSON keeps which, and a verdict's value is recorded as it is."""
+    if type(x) not in (int, float):
+        raise TypeError(f"a number, got {x!r}")
+    return typing.cast(int | float, x)

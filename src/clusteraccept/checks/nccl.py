@@ -579,33 +579,61 @@ def localization_verdicts(
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
-# what forked workers read (copy-on-write); the last: the key of the stored judgements (checks/launched.py),
-# None where nothing is stored
+# what forked workers read (copy-on-write); the last: the site launch_part is given and the key of the stored
+# judgements (checks/launched.py), or None where nothing is stored
 _SHARED: (
-    tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]], str | None] | None
+    tuple[Site, list[Archived], NicPci, LinkWork, Callable[[str], Mapping[str, str]], tuple[Site, str] | None]
+    | None
 ) = None
 
 
-def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, dict[str, bytes]]:
+# A range's stored lines by bundle: every line of the steps it judged there, as one gzip member
+# (parsers/stored.pack), and whether any was made anew.
+Part = dict[str, tuple[bytes, bool]]
+
+
+def _bundle_of(step: Archived) -> str:
+    return step[1].partition("#")[0]
+
+
+def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, Part]:
     """The steps of ``bounds`` judged, each from its stored judgement up to the baselines where one is
     there and still holds (checks/launched.py), else from its stored parse where that holds
-    (parsers/stored.py), else parsed here; and the stored form of what was worked out here."""
+    (parsers/stored.py), else parsed here; and the stored lines of every bundle where some were made
+    anew, or which the range shares with the one before or after it (whose steps may have been made anew):
+    whole, the kept lines beside the new ones, so that the parent writes them as they come (re-reading and
+    re-packing every parsed file there, after a site edit, was the parent's alone)."""
     assert _SHARED is not None
-    site, steps, nic_pci, _, read, key = _SHARED
+    site, steps, nic_pci, _, read, launching = _SHARED
+    bare, key = launching or (site, None)
+    lo, hi = bounds
+    shared = {
+        _bundle_of(steps[i])
+        for i, j in ((lo, lo - 1), (hi - 1, hi))
+        if lo < hi and 0 <= j < len(steps) and _bundle_of(steps[j]) == _bundle_of(steps[i])
+    }
     verdicts: list[Verdict] = []
     rows: list[dict[str, Any]] = []
     findings = Findings()
-    fresh: dict[str, list[tuple[str, str]]] = {}
+    out: Part = {}
     # the steps come bundle by bundle: each bundle's stored lines read once, by the worker judging them
     bundle: str | None = None
     lines: Mapping[str, str] = {}
-    for ev, path in steps[bounds[0] : bounds[1]]:
+    whole: list[tuple[str, str]] = []  # the bundle's lines as they will be stored
+    anew = False
+
+    def close() -> None:
+        if key is not None and bundle is not None and whole and (anew or bundle in shared):
+            out[bundle] = (pack(whole), anew)
+
+    for ev, path in steps[lo:hi]:
         if not parsed_at_all(ev):
             vs, rs, fs = _not_parsed(ev, path)
         else:
             where, _, member = path.partition("#")
             if where != bundle:
-                bundle, lines = where, read(where)
+                close()
+                bundle, lines, whole, anew = where, read(where), [], False
             line = lines.get(member)
             stored_line = lines.get(member + launched.SUFFIX) if key is not None else None
             done = None
@@ -616,18 +644,20 @@ def _judge_range(bounds: tuple[int, int]) -> tuple[JudgedSteps, dict[str, bytes]
                 if parsed is None or line is None:  # (a stored parse is one of a line)
                     parsed = parse_step(ev.source, ev.stdout)
                     line = dumps(parsed, ev.stdout)
-                    if member:  # in a bundle: a run archived one file per Evidence (no "#") stores none
-                        fresh.setdefault(where, []).append((member, line))
-                done = launch_part(site, ev, path, nic_pci, parsed)
-                if member and key is not None:
-                    fresh.setdefault(where, []).append(
-                        (member + launched.SUFFIX, launched.dumps(key, ev, line, path, done))
-                    )
+                    anew = True
+                done = launch_part(bare, ev, path, nic_pci, parsed)
+                if key is not None:
+                    stored_line, anew = launched.dumps(key, ev, line, path, done), True
+            if member and line is not None:  # in a bundle (a run archived one file per Evidence stores none)
+                whole.append((member, line))
+                if stored_line is not None:
+                    whole.append((member + launched.SUFFIX, stored_line))
             vs, rs, fs = judged_launch(site, ev.meta, done, path, ev.source)
         verdicts.extend(vs)
         rows.extend(rs)
         findings.add(fs)
-    return (verdicts, rows, findings), {bundle: pack(lines) for bundle, lines in fresh.items()}
+    close()
+    return (verdicts, rows, findings), out
 
 
 def cpus() -> int:
@@ -674,9 +704,11 @@ def judge_steps(
     global _SHARED
     workers = min(cpus(), len(steps) // (PARALLEL_MIN // 2) or 1)
     links = links or ([], {})
-    key = launched.key_of(site, nic_pci or {}) if stored is not None else None
+    launching = (
+        (launched.unjudged(site), launched.key_of(site, nic_pci or {})) if stored is not None else None
+    )
     stored = stored if stored is not None else Stored()
-    _SHARED = (site, steps, nic_pci or {}, links, stored.read, key)
+    _SHARED = (site, steps, nic_pci or {}, links, stored.read, launching)
     if workers < 2 or len(steps) < PARALLEL_MIN or not may_fork():
         try:
             judged, fresh = _judge_range((0, len(steps)))
@@ -711,11 +743,18 @@ def judge_steps(
     ), [v for vs in link_parts for v in vs]
 
 
-def _add_fresh(stored: Stored, parts: Sequence[dict[str, bytes]]) -> None:
-    """The ranges' new stored parses by bundle, in step order (a bundle may span two ranges)."""
-    for fresh in parts:
-        for bundle, blob in fresh.items():
-            stored.fresh.setdefault(bundle, []).append(blob)
+def _add_fresh(stored: Stored, parts: Sequence[Part]) -> None:
+    """The ranges' stored lines of each bundle where some were made anew, in step order (a bundle may span
+    two ranges): ``stored.fresh`` then holds each such bundle whole."""
+    whole: dict[str, list[bytes]] = {}
+    anew: set[str] = set()
+    for part in parts:
+        for bundle, (blob, made) in part.items():
+            whole.setdefault(bundle, []).append(blob)
+            if made:
+                anew.add(bundle)
+    for bundle in anew:
+        stored.fresh[bundle] = whole[bundle]
 
 
 def _untested_unless_explained(verdicts: list[Verdict], culprits: list[Culprit]) -> list[Verdict]:

@@ -76,11 +76,13 @@ def _nothing_stored(bundle: str) -> Mapping[str, str]:
 class Stored:
     """A run's stored parses as the judge gets them: ``read`` gives one evidence bundle's (the part of a
     reference before ``#``) :func:`dumps` lines by member, so that a worker reads only the bundles of the
-    steps it judges; ``fresh`` gets the lines of the steps the judge had to parse, for the caller to store."""
+    steps it judges; ``fresh`` gets, for the caller to store, every bundle where the judge parsed a step
+    (or judged one anew: checks/launched.py), whole: the lines it kept beside the new ones."""
 
     read: Callable[[str], Mapping[str, str]] = _nothing_stored
-    # bundle -> its new lines as gzip members (:func:`pack`), in the order of the steps: compressed where
-    # they were made, so that the parent never holds a whole run's parses (~1.7 KB a step, 4 million steps)
+    # bundle -> all its steps' lines as gzip members (:func:`pack`), in the order of the steps: compressed
+    # where they were made, so that the parent never holds a whole run's parses (~1.7 KB a step, 4 million
+    # steps) nor reads a bundle's file again to add to it
     fresh: dict[str, list[bytes]] = field(default_factory=dict)
 
 

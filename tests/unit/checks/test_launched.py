@@ -95,21 +95,13 @@ def test_what_no_fixture_makes_reads_back_too() -> None:
     )
     ev = _sendrecv(_site())
     assert launched.loads(launched.dumps("k", ev, LINE, PATH, made), "k", ev, LINE, PATH) == made
-    # a verdict that names other evidence than its step's is not what this store holds
-    odd = replace(
-        made,
-        verdicts=(
-            error(
-                "nccl.launch",
-                "nccl",
-                "s",
-                "m",
-                ("raw/other#x"),
-            ),
-        ),
-    )
-    with pytest.raises(ValueError, match="evidence other than its step's"):
-        launched.dumps("k", ev, LINE, PATH, odd)
+    # a verdict that names other evidence than its step's keeps it
+    odd = replace(made, verdicts=(error("nccl.launch", "nccl", "s", "m", ("raw/other#x", PATH)),))
+    assert launched.loads(launched.dumps("k", ev, LINE, PATH, odd), "k", ev, LINE, PATH) == odd
+    # a result measured as an int (the PyTorch fallback may print one) comes back an int, as judged
+    ints = replace(made, measured=((1024, 12), (2048, 12.5)))
+    back = launched.loads(launched.dumps("k", ev, LINE, PATH, ints), "k", ev, LINE, PATH)
+    assert back is not None and repr(back.measured) == "((1024, 12), (2048, 12.5))"
 
 
 def test_a_stored_judgement_is_only_for_its_step_and_key() -> None:
@@ -127,6 +119,7 @@ def test_a_stored_judgement_is_only_for_its_step_and_key() -> None:
         replace(ev, meta={**ev.meta, "rail": "1"}),
         replace(ev, returncode=1),
         replace(ev, argv=("sendrecv_perf", "-b", "8")),
+        replace(ev, stderr="srun: error: node1: task 1: Exited with exit code 1"),
     ):
         assert launched.loads(line, key, other, LINE, PATH) is None
     for damaged in (line[:-3], "[]", "{}", line.replace(f'"{key}"', "7", 1), "not json"):
@@ -134,13 +127,20 @@ def test_a_stored_judgement_is_only_for_its_step_and_key() -> None:
 
 
 def test_the_key_is_the_site_less_its_baselines_and_the_same_in_every_process() -> None:
+    """What launch_part is given (launched.unjudged) is what the key hashes: a baselines edit, or the site
+    file copied elsewhere, keeps it; any other edit changes it."""
     site = _site()
     key = launched.key_of(site, {})
     moved = {k: replace(r, ref=r.ref / 2) for k, r in site.baselines.items()}
     assert launched.key_of(replace(site, baselines=moved, baselines_file="/elsewhere.yaml"), {}) == key
     assert launched.key_of(replace(site, nccl=replace(site.nccl, rail_ceiling_GBps=10.0)), {}) != key
     assert launched.key_of(replace(site, nodes=site.nodes[:-1]), {}) != key
-    assert launched.key_of(site, {site.nodes[0]: {"0000:0a:00.0": "rdmap10s0"}}) != key
+    assert launched.key_of(replace(site, file="/copied/demo.yaml", description="copied"), {}) == key
+    pci = {site.nodes[0]: {"0000:0a:00.0": "rdmap10s0", "0000:0b:00.0": "rdmap11s0"}, site.nodes[1]: {}}
+    assert launched.key_of(site, pci) != key
+    # the order a run found them in (its jobs' ending) or a rejudge (its bundles'): the same key
+    backwards = {n: dict(reversed(d.items())) for n, d in reversed(pci.items())}
+    assert launched.key_of(site, backwards) == launched.key_of(site, pci)
     # sets and the hash seed: another interpreter, another seed, the same key
     code = (
         "from clusteraccept.checks import launched; from clusteraccept.site.load import load_site;"
@@ -167,13 +167,15 @@ def _judged(site: Site, ev: Evidence, lines: dict[str, str]) -> tuple[object, st
 def test_a_rejudge_against_new_baselines_reads_the_stored_judgement_and_judges_the_numbers_anew(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # a rail ceiling above this capture's busbw (two ranks on one host): its numbers are judged
     site = _site()
+    site = replace(site, nccl=replace(site.nccl, rail_ceiling_GBps=1000.0))
     ev = _sendrecv(site)
     first = stored.Stored()
-    nccl.judge_steps(site, [(ev, PATH)], {}, None, first)
+    (before, _, _), _ = nccl.judge_steps(site, [(ev, PATH)], {}, None, first)
     lines = _lines(first)
-    # the baselines doubled: its busbw now fails them
-    strict = replace(site, baselines={k: replace(r, ref=r.ref * 2) for k, r in site.baselines.items()})
+    # baselines ten times higher: the busbw that passed them fails these
+    strict = replace(site, baselines={k: replace(r, ref=r.ref * 10) for k, r in site.baselines.items()})
     expected = nccl.judge_steps(strict, [(ev, PATH)], {}, None, stored.Stored())
 
     def never(*args: object) -> None:
@@ -185,9 +187,10 @@ def test_a_rejudge_against_new_baselines_reads_the_stored_judgement_and_judges_t
     assert repr(got) == repr(expected)
     assert again.fresh == {}
     (verdicts, _, _), _ = got
-    assert [v.outcome.value for v in verdicts if v.check == "nccl.busbw"] == ["fail"] * len(
-        [v for v in verdicts if v.check == "nccl.busbw"]
-    )
+    busbw = {v.subject: v.outcome.value for v in verdicts if v.check == "nccl.busbw"}
+    assert busbw and set(busbw.values()) == {"fail"}
+    judged_before = {v.subject: v.outcome.value for v in before if v.check == "nccl.busbw"}
+    assert judged_before.keys() == busbw.keys() and "pass" in judged_before.values()
 
 
 def test_a_site_edited_elsewhere_than_its_baselines_judges_the_step_again() -> None:
@@ -202,4 +205,57 @@ def test_a_site_edited_elsewhere_than_its_baselines_judges_the_step_again() -> N
     high = replace(site, nccl=replace(site.nccl, rail_ceiling_GBps=1000.0))
     ((verdicts, _, _), _), again = _judged(high, ev, _lines(first))
     assert "ceiling" not in next(v.message for v in verdicts if v.check == "nccl.launch")
-    assert list(_lines(again)) == ["nccl/a/step.json|launch"]  # stored anew, its parse still good
+    # the bundle stored anew, whole: its parse kept as it was, its judgement made anew
+    stored_again, before_lines = _lines(again), _lines(first)
+    assert stored_again["nccl/a/step.json"] == before_lines["nccl/a/step.json"]
+    assert stored_again["nccl/a/step.json|launch"] != before_lines["nccl/a/step.json|launch"]
+
+
+def test_a_bundle_judged_by_two_workers_is_stored_whole_from_their_two_parts() -> None:
+    """The forked judge gives each worker a range of steps, and a bundle may span two: where only the
+    second range made lines anew, the first still gives its part, and the bundle is stored with both (the
+    parent no longer reads a bundle's file again to add to it)."""
+    site = _site()
+    ev = _sendrecv(site)
+    members = [f"nccl/a/step{i}.json" for i in range(4)]
+    steps = [
+        (replace(ev, meta={**ev.meta, "rail": str(i)}), f"raw/c/r001.jsonl.gz#{m}")
+        for i, m in enumerate(members)
+    ]
+    first = stored.Stored()
+    nccl.judge_steps(site, steps, {}, None, first)
+    lines = _lines(first)
+    assert sorted(lines) == sorted([*members, *(m + launched.SUFFIX for m in members)])
+    del lines[members[3]], lines[members[3] + launched.SUFFIX]  # the last step's lines lost: parsed anew
+    nccl._SHARED = (
+        site,
+        steps,
+        {},
+        ([], {}),
+        lambda bundle: lines,
+        (launched.unjudged(site), launched.key_of(site, {})),
+    )
+    try:
+        parts = [nccl._judge_range((0, 2)), nccl._judge_range((2, 4))]
+    finally:
+        nccl._SHARED = None
+    assert [part["raw/c/r001.jsonl.gz"][1] for _, part in parts] == [False, True]
+    again = stored.Stored()
+    nccl._add_fresh(again, [part for _, part in parts])
+    assert _lines(again) == _lines(first)
+    # a bundle no range made anew is not stored again
+    nccl._SHARED = (
+        site,
+        steps,
+        {},
+        ([], {}),
+        lambda bundle: _lines(first),
+        (launched.unjudged(site), launched.key_of(site, {})),
+    )
+    try:
+        parts = [nccl._judge_range((0, 2)), nccl._judge_range((2, 4))]
+    finally:
+        nccl._SHARED = None
+    untouched = stored.Stored()
+    nccl._add_fresh(untouched, [part for _, part in parts])
+    assert untouched.fresh == {}
