@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from clusteraccept import checks
+from clusteraccept.checks import kept
 from clusteraccept.checks import nccl as nccl_check
 from clusteraccept.checks.confirm import suspects_of
 from clusteraccept.checks.fingerprint import (
@@ -34,7 +35,14 @@ from clusteraccept.checks.fingerprint import (
 from clusteraccept.errors import ArchiveError
 from clusteraccept.evidence import Evidence
 from clusteraccept.families import JUDGED
-from clusteraccept.jobs.archive import archive_job, load_all, parsed_bundle, write_parsed
+from clusteraccept.jobs.archive import (
+    archive_job,
+    keep_verdicts,
+    kept_verdicts,
+    load_all,
+    parsed_bundle,
+    write_parsed,
+)
 from clusteraccept.jobs.submit import JobLayer, JobOutcome
 from clusteraccept.judge import record
 from clusteraccept.judge.verdicts import Verdict
@@ -184,7 +192,7 @@ def judge_all(
     verdicts = changed_verdicts(changed, judged, site.nodes if nodes is None else nodes)
     over = site.nodes if nodes is None else nodes
     others = [f for f in judged if f != "nccl"]
-    work = partial(_judge_families, site, archived, others, over)
+    work = partial(_judge_families, site, archived, others, over, run_dir, reparse)
     # A campaign big enough for the step judging's worker processes: the other families are judged in a
     # child of their own meanwhile (their ~4 s at 256 nodes were the parent's alone, its workers waiting).
     steps: list[Verdict] = []
@@ -193,7 +201,8 @@ def judge_all(
         if nccl:
             evidence = _evidence_of("nccl", archived)
             if run_dir is not None:
-                stored = Stored() if reparse else Stored(partial(parsed_bundle, run_dir, PARSER_VERSION))
+                parses = partial(parsed_bundle, run_dir, PARSER_VERSION)
+                stored = Stored() if reparse else Stored(parses, kept=partial(kept_verdicts, run_dir))
                 steps = checks.judge("nccl", site, evidence, over, stored=stored)
                 _store_parsed(run_dir, stored)
             else:
@@ -231,8 +240,37 @@ def _judge_families(
     archived: Mapping[str, list[tuple[Evidence, str]]],
     families: Sequence[str],
     nodes: Sequence[str],
+    run_dir: Path | None = None,
+    reparse: bool = False,
 ) -> dict[str, list[Verdict]]:
-    return {f: checks.judge(f, site, _evidence_of(f, archived), nodes) for f in families}
+    return {f: _judge_family(f, site, _evidence_of(f, archived), nodes, run_dir, reparse) for f in families}
+
+
+def _judge_family(
+    family: str,
+    site: Site,
+    evidence: Sequence[tuple[Evidence, str]],
+    nodes: Sequence[str],
+    run_dir: Path | None,
+    reparse: bool,
+) -> list[Verdict]:
+    """``family``'s verdicts, judged from its view of the site (checks/kept.py), kept or judged: those kept
+    in ``run_dir`` where they were judged under the same key (and not ``reparse``), else judged here and
+    kept for the next ``--rejudge``. Not being able to keep them is no failure of the run (as the parses)."""
+    seen = kept.view(family, site)
+    if run_dir is None:
+        return checks.judge(family, seen, evidence, nodes)
+    key = kept.key_of(family, seen, nodes, evidence)
+    line = None if reparse else kept_verdicts(run_dir, family)
+    verdicts = kept.loads(line, key) if line is not None else None
+    if verdicts is not None:
+        return verdicts
+    verdicts = checks.judge(family, seen, evidence, nodes)
+    line = kept.dumps(key, verdicts)
+    if line is not None:
+        with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
+            keep_verdicts(run_dir, family, line)
+    return verdicts
 
 
 T = TypeVar("T")
@@ -295,12 +333,14 @@ def _run_child(work: Callable[[], Any], send: Any) -> None:
 
 def _store_parsed(run_dir: Path, stored: Stored) -> None:
     """Store what the judge parsed or judged anew, bundle by bundle (each bundle's file whole, as the judge
-    gives it: the lines it kept beside the new ones), so that the next ``--rejudge`` reads them instead of
-    parsing raw/ again. Not being able to is no failure of the run: its evidence is in raw/, and the record
-    is written after this."""
+    gives it: the lines it kept beside the new ones), and the verdicts it kept whole (checks/kept.py), so
+    that the next ``--rejudge`` reads them instead of parsing raw/ again. Not being able to is no failure
+    of the run: its evidence is in raw/, and the record is written after this."""
     with suppress(ArchiveError):  # a full disk: writing the record says so next, with its own error
         for bundle, whole in stored.fresh.items():
             write_parsed(run_dir, PARSER_VERSION, bundle, whole)
+        for name, line in stored.keep.items():
+            keep_verdicts(run_dir, name, line)
 
 
 def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:

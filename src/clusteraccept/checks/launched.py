@@ -72,19 +72,19 @@ def _code_version() -> str:
 CODE = _code_version()
 
 
-def _canon(x: Any) -> Any:
+def canon(x: Any) -> Any:
     """A value as plain JSON data that is the same in every process: sets sorted (a set of strings
     iterates in an order of the process's hash seed), dataclasses by field, enums by value."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return [type(x).__name__, *([f.name, _canon(getattr(x, f.name))] for f in dataclasses.fields(x))]
+        return [type(x).__name__, *([f.name, canon(getattr(x, f.name))] for f in dataclasses.fields(x))]
     if isinstance(x, enum.Enum):
-        return _canon(x.value)
+        return canon(x.value)
     if isinstance(x, Mapping):
-        return [[_canon(k), _canon(v)] for k, v in x.items()]
+        return [[canon(k), canon(v)] for k, v in x.items()]
     if isinstance(x, set | frozenset):
-        return sorted((_canon(v) for v in x), key=repr)
+        return sorted((canon(v) for v in x), key=repr)
     if isinstance(x, list | tuple):
-        return [_canon(v) for v in x]
+        return [canon(v) for v in x]
     if x is None or isinstance(x, str | int | float | bool):
         return x
     return repr(x)
@@ -103,7 +103,7 @@ def key_of(site: Site, nic_pci: Mapping[str, Mapping[str, str]]) -> str:
     PCI addresses the run's device probes found (node -> address -> device), in no order of theirs (a run
     lists them in the order its jobs ended, a rejudge in its bundles')."""
     pci = sorted((node, sorted(by_address.items())) for node, by_address in nic_pci.items())
-    text = json.dumps([CODE, _canon(unjudged(site)), pci], separators=(",", ":"))
+    text = json.dumps([CODE, canon(unjudged(site)), pci], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

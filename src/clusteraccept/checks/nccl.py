@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from clusteraccept.checks import Archived, counters, efa, launched, slingshot, tcpx
+from clusteraccept.checks import Archived, counters, efa, kept, launched, slingshot, tcpx
 from clusteraccept.checks.confirm import confirm, stragglers, suspects_of
 from clusteraccept.checks.launch import (
     Finding,
@@ -577,6 +577,7 @@ def localization_verdicts(
 
 
 PARALLEL_MIN = 4_000  # steps: below, a process pool costs more than it saves
+LINK_ERRORS = "nccl.link_errors"  # what the link errors' verdicts are kept as (checks/kept.py)
 # The link errors' work: the nodes in verdict order, each node's counter snapshots.
 LinkWork = tuple[list[str], dict[str, list[Archived]]]
 # what forked workers read (copy-on-write); the last: the site launch_part is given and the key of the stored
@@ -679,8 +680,9 @@ def may_fork() -> bool:
 
 def _links_range(bounds: tuple[int, int]) -> list[Verdict]:
     assert _SHARED is not None
-    site, _, _, (order, by_node), _, _ = _SHARED
-    return _node_link_errors(site, order[bounds[0] : bounds[1]], by_node)
+    site, _, _, (order, by_node), _, launching = _SHARED
+    seen = site if launching is None else launching[0]  # where kept (checks/kept.py): the site of its key
+    return _node_link_errors(seen, order[bounds[0] : bounds[1]], by_node)
 
 
 def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
@@ -782,10 +784,20 @@ def judge(
 ) -> list[Verdict]:
     """``stored``: the run's stored parses of its steps (read, and added to with what was parsed here)."""
     steps = [(ev, p) for ev, p in evidence if ev.source in SOURCES and "kind" in ev.meta]
-    links = link_work(site, [a for a in evidence if a[0].source == "counters"], nodes)
+    snaps = [a for a in evidence if a[0].source == "counters"]
+    # the link errors' verdicts, kept where their counter snapshots, nodes and site are those they were
+    # judged from (checks/kept.py; ~4 s of 2 cores at 256 nodes): none left to judge
+    key = kept.key_of(LINK_ERRORS, launched.unjudged(site), nodes, snaps) if stored is not None else None
+    line = stored.kept(LINK_ERRORS) if stored is not None else None
+    kept_errors = kept.loads(line, key) if line is not None and key is not None else None
+    links = link_work(site, snaps, nodes) if kept_errors is None else None
     # where an EFA or Slingshot node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
     addresses = device_addresses(evidence)
     (verdicts, rows, findings), link_errors = judge_steps(site, steps, addresses, links, stored)
+    if kept_errors is not None:
+        link_errors = kept_errors
+    elif stored is not None and key is not None and (judged := kept.dumps(key, link_errors)) is not None:
+        stored.keep[LINK_ERRORS] = judged
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings.bound, paths)
     verdicts, rows = _without_crowded(verdicts, rows, crowded)

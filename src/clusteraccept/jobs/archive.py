@@ -97,7 +97,7 @@ def _line(member: str, ev: dict[str, Any]) -> str:
     return json.dumps({"member": member, **ev}, separators=(",", ":"))
 
 
-def _write(path: Path, lines: list[str]) -> None:
+def _write(path: Path, lines: list[str], what: str = "archive evidence") -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with (
@@ -110,7 +110,7 @@ def _write(path: Path, lines: list[str]) -> None:
         tmp.replace(path)  # a reader never sees half a bundle
     except OSError as exc:  # a full reports filesystem (ENOSPC), a quota: no half bundle stays behind
         tmp.unlink(missing_ok=True)
-        raise ArchiveError(f"{path}: could not archive evidence: {exc.strerror or exc}") from None
+        raise ArchiveError(f"{path}: could not {what}: {exc.strerror or exc}") from None
 
 
 def _bundles(run_dir: Path) -> list[Path]:
@@ -263,6 +263,31 @@ def write_parsed(run_dir: Path, version: str, bundle: str, members: Iterable[byt
         with contextlib.suppress(OSError):  # no half file stays behind, where there could be one at all
             tmp.unlink()
         raise ArchiveError(f"{path}: could not store the steps' parses: {exc.strerror or exc}") from None
+
+
+# A family's kept verdicts (checks/kept.py): ``parsed/<family>.verdicts.json.gz``, one line. Beside the jobs'
+# folders of parsed/, never one of them (a file, not a folder). Like the parses: derived, never evidence.
+def _kept_path(run_dir: Path, family: str) -> Path:
+    return run_dir / PARSED / f"{slug(family)}.verdicts.json.gz"
+
+
+def kept_verdicts(run_dir: Path, family: str) -> str | None:
+    """The line of ``family``'s kept verdicts, or None where there is none (or it does not read back)."""
+    try:
+        with gzip.open(_kept_path(run_dir, family), "rt", encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError):
+        return None
+
+
+def keep_verdicts(run_dir: Path, family: str, line: str) -> None:
+    """Store ``family``'s verdicts (checks/kept.dumps's line), replacing what was there."""
+    path, what = _kept_path(run_dir, family), f"keep the {family} verdicts"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ArchiveError(f"{path.parent}: could not {what}: {exc.strerror or exc}") from None
+    _write(path, [line], what=what)
 
 
 def load(path: Path) -> Evidence:

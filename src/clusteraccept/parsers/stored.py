@@ -72,18 +72,27 @@ def _nothing_stored(bundle: str) -> Mapping[str, str]:
     return {}
 
 
+def _nothing_kept(name: str) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Stored:
     """A run's stored parses as the judge gets them: ``read`` gives one evidence bundle's (the part of a
     reference before ``#``) :func:`dumps` lines by member, so that a worker reads only the bundles of the
     steps it judges; ``fresh`` gets, for the caller to store, every bundle where the judge parsed a step
-    (or judged one anew: checks/launched.py), whole: the lines it kept beside the new ones."""
+    (or judged one anew: checks/launched.py), whole: the lines it kept beside the new ones; and the same for
+    what the judge keeps whole (``kept``, ``keep``)."""
 
     read: Callable[[str], Mapping[str, str]] = _nothing_stored
     # bundle -> all its steps' lines as gzip members (:func:`pack`), in the order of the steps: compressed
     # where they were made, so that the parent never holds a whole run's parses (~1.7 KB a step, 4 million
     # steps) nor reads a bundle's file again to add to it
     fresh: dict[str, list[bytes]] = field(default_factory=dict)
+    # verdicts kept whole by name (checks/kept.py: nccl's link errors): ``kept`` gives the line stored,
+    # ``keep`` gets, for the caller to store, the line of what was judged anew
+    kept: Callable[[str], str | None] = _nothing_kept
+    keep: dict[str, str] = field(default_factory=dict)
 
 
 def parse_step(source: str, stdout: str) -> StepParse:
