@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clusteraccept.checks.launched import CODE, canon, unjudged
-from clusteraccept.evidence import Evidence
+from clusteraccept.evidence import Evidence, crc_of
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.site.model import Site
 
@@ -53,11 +53,7 @@ def _digest(evidence: Sequence[Archived]) -> int:
     """A CRC over every field of every evidence handed in, and its reference, in order."""
     crc = 0
     for ev, ref in evidence:
-        head = json.dumps(
-            [ref, ev.host, ev.source, ev.argv, ev.path, ev.returncode, ev.duration_s, ev.meta, ev.stderr],
-            separators=(",", ":"),
-        )
-        crc = zlib.crc32(ev.stdout.encode(), zlib.crc32(head.encode(), crc))
+        crc = crc_of(ev, zlib.crc32(ref.encode(), crc))
     return crc
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from clusteraccept.checks.launch import Finding
 from clusteraccept.evidence import Evidence
+from clusteraccept.evidence import crc_of as evidence_crc
 from clusteraccept.judge.verdicts import Outcome, Verdict
 from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
 from clusteraccept.site.model import Site
@@ -108,11 +109,10 @@ def key_of(site: Site, nic_pci: Mapping[str, Mapping[str, str]]) -> str:
 
 
 def crc_of(ev: Evidence, parse: str) -> int:
-    """The step as judged: its output (both streams), metadata, command line and exit status, and the
-    stored parse it was judged from (``parse``: its line, parsers/stored.dumps), so that a parse stored anew
-    (``--reparse``, an edit) is judged anew."""
-    head = json.dumps([ev.meta, ev.argv, ev.returncode, ev.source, ev.stderr], separators=(",", ":"))
-    return zlib.crc32(parse.encode(), zlib.crc32(ev.stdout.encode(), zlib.crc32(head.encode())))
+    """The step as judged: every field of its evidence (its output, both streams, metadata, command line and
+    exit status: evidence.crc_of), and the stored parse it was judged from (``parse``: its line,
+    parsers/stored.dumps), so that a parse stored anew (``--reparse``, an edit) is judged anew."""
+    return zlib.crc32(parse.encode(), evidence_crc(ev))
 
 
 def _evidence(evidence: tuple[str, ...], path: str) -> bool | list[str]:
