@@ -511,8 +511,8 @@ def _confirmed(
             archived[ev.meta.get("check", "misc")].append((ev, ref))
     # only the families that read campaign evidence change: nccl, and gpudirect (the pairs' NCCL logs)
     again = tuple(f for f in req.families if f == "gpudirect")
-    kept = [v for v in verdicts if v.family not in ("nccl", *again)]
-    return kept + judge_all(req.site, archived, again, True, nodes, req.run_dir)
+    unchanged = [v for v in verdicts if v.family not in ("nccl", *again)]
+    return unchanged + judge_all(req.site, archived, again, True, nodes, req.run_dir)
 
 
 def _selected(subjects: frozenset[str]) -> Any:
