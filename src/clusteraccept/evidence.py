@@ -100,8 +100,9 @@ def crc_of(ev: Evidence, crc: int = 0) -> int:
         meta = chain.from_iterable(ev.meta.items())
         head = "\0".join((ev.host, ev.source, ev.path, *ev.argv, "\1", *meta, "\1", ev.stderr))
     except TypeError:
-        head = json.dumps([ev.host, ev.source, ev.path, ev.argv, ev.meta, ev.stderr], default=repr)
-    tail = f"\1{ev.returncode}\1{ev.duration_s!r}"
+        parts = [ev.host, ev.source, ev.path, ev.argv, list(ev.meta.items()), ev.stderr]
+        head = json.dumps(parts, default=repr)
+    tail = f"\1{ev.returncode}\1{ev.duration_s!r}\1"
     return zlib.crc32(ev.stdout.encode(), zlib.crc32((head + tail).encode(), crc))
 
 

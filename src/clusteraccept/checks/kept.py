@@ -53,7 +53,7 @@ def _digest(evidence: Sequence[Archived]) -> int:
     """A CRC over every field of every evidence handed in, and its reference, in order."""
     crc = 0
     for ev, ref in evidence:
-        crc = crc_of(ev, zlib.crc32(ref.encode(), crc))
+        crc = crc_of(ev, zlib.crc32(f"{ref}\0".encode(), crc))
     return crc
 
 
@@ -72,7 +72,7 @@ _PLAIN = (type(None), bool, int, float, str)
 
 def dumps(key: str, verdicts: Sequence[Verdict]) -> str | None:
     """The verdicts as one line under ``key``; None where one holds a value JSON would not give back as it
-    is (a tuple, an object): such a family is judged every time."""
+    is (a tuple, an object) or cannot write: such a family is judged every time."""
     rows = []
     for v in verdicts:
         if type(v.value) not in _PLAIN or not all(type(x) is str for x in (*v.labels, *v.labels.values())):
@@ -93,7 +93,10 @@ def dumps(key: str, verdicts: Sequence[Verdict]) -> str | None:
                 dict(v.labels),
             ]
         )
-    return json.dumps([key, rows], separators=(",", ":"))
+    try:
+        return json.dumps([key, rows], separators=(",", ":"))
+    except (TypeError, ValueError):  # a reference, unit or evidence of another type (a numpy number)
+        return None
 
 
 def loads(text: str, key: str) -> list[Verdict] | None:

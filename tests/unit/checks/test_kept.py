@@ -116,6 +116,7 @@ def test_kept_verdicts_are_used_only_under_their_key_and_whole() -> None:
     )
     # a value JSON would not give back as it is: nothing kept, the family is judged every time
     assert kept.dumps("k1", [replace(VERDICTS[0], value=(1, 2))]) is None  # type: ignore[arg-type]
+    assert kept.dumps("k1", [replace(VERDICTS[0], ref=complex(1, 2))]) is None  # type: ignore[arg-type]
 
 
 def _evidence() -> list[tuple[Evidence, str]]:
