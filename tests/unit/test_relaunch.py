@@ -197,3 +197,74 @@ def test_a_multi_node_step_is_launched_with_its_own_nodes_as_slurm_job_nodelist(
     (node_entry.step_env): each step's srun gets its own nodes there."""
     (ev,) = drive_campaign(_job((_step("a-b:rail0", 'echo "# nodes $SLURM_JOB_NODELIST"'),)), 10.0)
     assert ev.returncode == 0 and ev.stdout.strip() == "# nodes a,b"
+
+
+# slurmstepd's line when the step's srun --time ends it (src/slurmd/slurmstepd/req.c)
+SLURM_LIMIT = (
+    "slurmstepd: error: *** STEP 5.1 ON node1 CANCELLED AT 2026-12-05T14:02:11 DUE TO TIME LIMIT ***"
+)
+
+
+def _ended_by_slurm(marker: Path, began: bool) -> str:
+    """The first run is ended by Slurm's step time limit before the driver's timeout (SIGTERM: 143), with
+    its launch record and, where ``began``, a benchmark line; the next one measures."""
+    first = f"{LAUNCH}; " + ("echo '# nThread 1 nGpus 1'; " if began else "")
+    measure = f"{LAUNCH}; echo '# nThread 1 nGpus 1'; echo '#  8  2  float' ; exit 0"
+    return (
+        f"if [ -e {marker} ]; then {measure}; fi; touch {marker}; {first}echo '{SLURM_LIMIT}' >&2; exit 143"
+    )
+
+
+def test_a_launch_hang_ended_by_slurms_step_time_limit_runs_once_more(
+    tmp_path: Path, fake_slurm: Any
+) -> None:
+    """srun --time is the same bound as the driver's timeout (srun_step.j2), so Slurm may end a step hung in
+    its launch first: rc 143 and slurmstepd's "DUE TO TIME LIMIT" line, no benchmark line. It hung: it is
+    relaunched, with no wait for the controller (which answered it)."""
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", _ended_by_slurm(tmp_path / "m", began=False)),)), 10.0)
+    assert ev.returncode == 0 and "#  8  2  float" in ev.stdout
+    assert re.match(
+        r"hung \d+ s before the benchmark printed a line \(Slurm's step time limit\); stderr: slurmstepd: "
+        r"error: \*\*\* STEP 5\.1 ON node1 CANCELLED AT",
+        ev.meta["relaunched"],
+    ), ev.meta["relaunched"]
+    assert fake_slurm.calls == []  # no scontrol ping: srun reached the controller
+
+
+def test_a_measurement_ended_by_slurms_step_time_limit_is_not_rerun(tmp_path: Path) -> None:
+    (ev,) = drive_campaign(_job((_step("a-b:rail0", _ended_by_slurm(tmp_path / "m", began=True)),)), 10.0)
+    assert ev.returncode == 143 and "relaunched" not in ev.meta
+
+
+def test_step_time_limit_reads_slurmstepds_and_sruns_words_only() -> None:
+    from clusteraccept.jobs.node_entry import step_time_limit
+
+    assert step_time_limit(f"srun: Job step aborted\n{SLURM_LIMIT}\n")
+    assert step_time_limit("srun: error: *** STEP 7.3 CANCELLED AT 2026-12-05T14:02:11 DUE TO TIME LIMIT ***")
+    assert not step_time_limit(SLURM_LIMIT.replace("TIME LIMIT", "PREEMPTION"))
+    assert not step_time_limit(SLURM_LIMIT.replace("STEP 5.1", "JOB 5"))  # the job's limit: it is ending
+    assert not step_time_limit("NCCL WARN timed out")
+
+
+def test_a_retest_pair_is_launched_with_its_nodes_in_the_allocations_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A confirmation retest names its suspect first ("node3-node1"); Slurm's mpi/pmix indexes
+    SLURM_JOB_NODELIST by the step's own node order, so it must be the allocation's (node_entry.step_env)."""
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-4]")
+    step = Step("pair", "pair_in_block", "sendrecv", ("node3", "node1"), 0, "node3-node1:rail0",
+                shape=("sh", "-c", 'echo "# nodes $SLURM_JOB_NODELIST"'))  # fmt: skip
+    job = CampaignJob("campaign-x", "x", ("node1", "node3"), (Round(0, "r0", (step,)),))
+    (ev,) = drive_campaign(job, 10.0)
+    assert ev.returncode == 0 and ev.stdout.strip() == "# nodes node1,node3"
+
+
+def test_slurm_order_is_the_allocations_and_numeric_where_it_says_nothing() -> None:
+    from clusteraccept.jobs.node_entry import slurm_order
+
+    assert slurm_order(("node3", "node1"), "node[1-4]") == ("node1", "node3")
+    # the node table's order, which need not be numeric: slurm.conf may list node10 before node2
+    assert slurm_order(("node2", "node10"), "node10,node2") == ("node10", "node2")
+    assert slurm_order(("node10", "node9", "node2"), "") == ("node2", "node9", "node10")
+    assert slurm_order(("x2", "node1", "x1"), "node1") == ("node1", "x1", "x2")
+    assert slurm_order(("b", "a"), "node[") == ("a", "b")  # an allocation that does not expand

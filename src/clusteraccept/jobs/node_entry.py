@@ -4,8 +4,9 @@
 * :func:`drive_campaign` runs on the first node of a campaign allocation and launches the rounds' srun
   steps itself, all steps of a round at once, each bounded by the step timeout.
 
-A step that timed out before its benchmark printed a line hung in its launch (the PMI fence of MPI_Init:
-nccl-tests src/common.cu prints nothing before MPI_Init but option warnings), not in NCCL or the fabric.
+A step that timed out before its benchmark printed a line (ended by the driver's timeout or by Slurm's
+step time limit, whichever came first) hung in its launch (the PMI fence of MPI_Init: nccl-tests
+src/common.cu prints nothing before MPI_Init but option warnings), not in NCCL or the fabric.
 Seen on Slurm 24.11's mpi/pmix_v5 with 16 concurrent --overlap pair steps in one allocation: 26 of 960
 steps hung in MPI_Init ("pmixp_p2p_send: send failed, rc=2, exceeded the retry limit" in slurmd's log).
 A step that failed before any rank printed its launch record never ran its program: srun could not
@@ -31,13 +32,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
+
+import hostlist
 
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
@@ -165,7 +170,8 @@ def _run_wave(
 ) -> list[Evidence]:
     """One wave's steps at once (paced ``interval_s`` apart), in one thread: no thread per step."""
     argvs = [local_argv(s) if local else s.argv for s in wave]
-    envs = [{} if local or len(s.nodes) < 2 else step_env(s) for s in wave]
+    allocation = os.environ.get("SLURM_JOB_NODELIST", "")
+    envs = [{} if local or len(s.nodes) < 2 else step_env(s, allocation) for s in wave]
     by_tool: dict[str, list[int]] = {}
     for i, s in enumerate(wave):
         by_tool.setdefault(s.tool, []).append(i)
@@ -188,40 +194,80 @@ def _run_wave(
     ]
 
 
-def step_env(step: Step) -> dict[str, str]:
-    """srun's environment for a multi-node step: SLURM_JOB_NODELIST set to the step's own nodes.
+def step_env(step: Step, allocation: str = "") -> dict[str, str]:
+    """srun's environment for a multi-node step: SLURM_JOB_NODELIST set to the step's own nodes, in the
+    order Slurm lays the step out (:func:`slurm_order`).
 
     Slurm's mpi/pmix plugin (24.11, and 25.05's source) builds its job host list from the step
     environment's SLURM_JOB_NODELIST (pmixp_info.c _resources_set) and resolves some peers through it by
     their index in the *step* (pmixp_server.c pmixp_server_direct_conn_early: "(my_peerid + 1) %
-    peers_cnt"): a step on node3,node4 of an allocation node[1-4] sends to node1 and node2, whose slurmd
-    finds no such step socket ("pmixp_p2p_send: send failed, rc=2, exceeded the retry limit"). Each such
-    step lost ~31 s to those retries and some hung in their fence. Measured on the virtual cluster (Slurm
-    24.11.5, PMIxDirectConnEarly=true, PMIxCollFence=ring), rounds of 16 concurrent 2-node mpi4py
-    allgather steps in a 4-node job: without it 320 steps, 3 hung, median 33 s; with it 480 steps, none
-    hung or failed, median 3 s. srun --export=ALL,SLURM_JOB_NODELIST=... does not do it (the same 33 s):
-    it has to be srun's own environment. The step's allocation (SLURM_JOB_ID) is unchanged."""
-    return {"SLURM_JOB_NODELIST": ",".join(step.nodes)}
+    peers_cnt"; _slurm_send: "pmixp_info_job_host(ep->ep.nodeid)"): a step on node3,node4 of an allocation
+    node[1-4] sends to node1 and node2, whose slurmd finds no such step socket ("pmixp_p2p_send: send
+    failed, rc=2, exceeded the retry limit"). Each such step lost ~31 s to those retries and some hung in
+    their fence. Measured on the virtual cluster (Slurm 24.11.5, PMIxDirectConnEarly=true,
+    PMIxCollFence=ring), rounds of 16 concurrent 2-node mpi4py allgather steps in a 4-node job: without it
+    320 steps, 3 hung, median 33 s; with it 480 steps, none hung or failed, median 3 s. srun
+    --export=ALL,SLURM_JOB_NODELIST=... does not do it (the same 33 s): it has to be srun's own
+    environment. The step's allocation (SLURM_JOB_ID) is unchanged.
+
+    The order matters for the same reason: a confirmation retest pairs its suspect with a healthy partner
+    ("node3-node1"); written "node3,node1", index 1 of the step (node3) is node1 in that list, so each
+    node's early connection went to itself, and on the virtual cluster such retests hung at launch in 2 of
+    4 demo runs (both times node3-node1) while the pairs of the first pass, in the allocation's order, did
+    not."""
+    return {"SLURM_JOB_NODELIST": ",".join(slurm_order(step.nodes, allocation))}
+
+
+def slurm_order(nodes: Sequence[str], allocation: str) -> tuple[str, ...]:
+    """``nodes`` in the order Slurm gives a step on them: the order of its node table, which is the order
+    of the job's own SLURM_JOB_NODELIST (``allocation``: slurmctld writes both from node bitmaps); nodes the
+    allocation does not name (no Slurm job, a test) after them, numerically sorted as hostlists are."""
+    index = _allocation_index(allocation)
+    rest = {n: i for i, n in enumerate(hostlist.numerically_sorted(list(nodes)))}
+    return tuple(sorted(nodes, key=lambda n: (index.get(n, len(index)), rest[n])))
+
+
+@lru_cache(maxsize=4)
+def _allocation_index(allocation: str) -> dict[str, int]:
+    """Each node of a SLURM_JOB_NODELIST ("node[1-4]") by its position; {} for none or one that does not
+    expand (then only the numeric order is used)."""
+    try:
+        return {n: i for i, n in enumerate(hostlist.expand_hostlist(allocation))} if allocation else {}
+    except hostlist.BadHostlist:
+        return {}
 
 
 def never_started(ev: Evidence) -> bool:
-    """The step's benchmark never ran: it timed out with no output but the launch records (probes/launch.py
-    prints one before it execs the benchmark: it hung in its launch), or it failed before any rank printed
-    its launch record (srun could not create the step)."""
-    if ev.returncode is None:
+    """The step's benchmark never ran: it hung in its launch (probes/launch.py prints a launch record
+    before it execs the benchmark, so its output is launch records at most) and was ended there by the
+    driver's timeout or by Slurm's step time limit (:func:`step_time_limit`: the srun --time of
+    srun_step.j2 is the same bound, and either may end it first); or it failed before any rank printed its
+    launch record (srun could not create the step)."""
+    if ev.returncode is None or step_time_limit(ev.stderr):
         return not benchmark_began(ev.stdout)
     return ev.returncode != 0 and not launched(ev.stdout)
+
+
+# slurmstepd's words when a step's time limit ends it (src/slurmd/slurmstepd/req.c: "*** %s ON %s
+# CANCELLED AT %s DUE TO TIME LIMIT ***", %s "STEP <job>.<step>"; srun's own, older, without " ON %s")
+_STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*")
+
+
+def step_time_limit(stderr: str) -> bool:
+    """Whether Slurm ended the step at its time limit (what slurmstepd prints in its stderr)."""
+    return _STEP_TIME_LIMIT.search(stderr) is not None
 
 
 def _first_attempt(ev: Evidence) -> str:
     """What the first attempt leaves to keep: how it ended and what srun said (its stdout held at most
     launch records, which the relaunch prints again)."""
     said = [line for line in ev.stderr.strip().splitlines() if line.strip()]
-    how = (
-        f"hung {ev.duration_s:.0f} s before the benchmark printed a line"
-        if ev.returncode is None
-        else f"exited {ev.returncode} after {ev.duration_s:.0f} s before any rank started"
-    )
+    if ev.returncode is None:
+        how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line"
+    elif step_time_limit(ev.stderr):
+        how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line (Slurm's step time limit)"
+    else:
+        how = f"exited {ev.returncode} after {ev.duration_s:.0f} s before any rank started"
     return f"{how}; stderr: " + " | ".join(said[-6:])
 
 
@@ -279,7 +325,7 @@ def _relaunch(
     could not create some of them, first wait for the controller (a slurmctld restart); then for the
     controller to have ended the job's earlier steps, whose CPUs the relaunch needs (STEPS_SETTLE_S)."""
     waited = ""
-    if not local and any(evs[i].returncode is not None for i in hung):
+    if not local and any(evs[i].returncode is not None and not step_time_limit(evs[i].stderr) for i in hung):
         waited = "; " + _controller_back(CONTROLLER_WAIT_S, stop)
         timeout_s += PENDING_RETRY_S  # a step the restarted controller leaves pending: srun asks again
     if not local and (settled := _steps_ended(STEPS_SETTLE_S, stop)):
