@@ -20,11 +20,10 @@ import hashlib
 import json
 import zlib
 from collections.abc import Sequence
-from typing import Any
 
 from clusteraccept.checks.launched import CODE, canon, unjudged
 from clusteraccept.evidence import Evidence, crc_of
-from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.judge.verdicts import Verdict, from_row, to_row
 from clusteraccept.site.model import Site
 
 Archived = tuple[Evidence, str]
@@ -77,22 +76,7 @@ def dumps(key: str, verdicts: Sequence[Verdict]) -> str | None:
     for v in verdicts:
         if type(v.value) not in _PLAIN or not all(type(x) is str for x in (*v.labels, *v.labels.values())):
             return None
-        rows.append(
-            [
-                v.check,
-                v.family,
-                v.subject,
-                v.outcome.value,
-                v.message,
-                v.value,
-                v.ref,
-                v.lower,
-                v.upper,
-                v.unit,
-                list(v.evidence),
-                dict(v.labels),
-            ]
-        )
+        rows.append(to_row(v, list(v.evidence)))
     try:
         return json.dumps([key, rows], separators=(",", ":"))
     except (TypeError, ValueError):  # a reference, unit or evidence of another type (a numpy number)
@@ -106,15 +90,6 @@ def loads(text: str, key: str) -> list[Verdict] | None:
         got_key, rows = json.loads(text)
         if got_key != key:
             return None
-        return [
-            Verdict(c, fam, s, Outcome(o), m, val, _ref(r), _ref(lo), _ref(hi), u, tuple(e), dict(lab))
-            for c, fam, s, o, m, val, r, lo, hi, u, e, lab in rows
-        ]
+        return [from_row(row) for row in rows]
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None
-
-
-def _ref(x: Any) -> float | None:
-    if x is not None and type(x) not in (int, float):
-        raise TypeError(f"a reference value, got {x!r}")
-    return x  # type: ignore[no-any-return]

@@ -33,7 +33,7 @@ from typing import Any
 from clusteraccept.checks.launch import Finding
 from clusteraccept.evidence import Evidence
 from clusteraccept.evidence import crc_of as evidence_crc
-from clusteraccept.judge.verdicts import Outcome, Verdict
+from clusteraccept.judge.verdicts import Verdict, from_row, to_row
 from clusteraccept.parsers.stored import VERSION as PARSER_VERSION
 from clusteraccept.site.model import Site
 
@@ -120,23 +120,6 @@ def _evidence(evidence: tuple[str, ...], path: str) -> bool | list[str]:
     return True if evidence == (path,) else False if not evidence else list(evidence)
 
 
-def _verdict(v: Verdict, path: str) -> list[Any]:
-    return [
-        v.check,
-        v.family,
-        v.subject,
-        v.outcome.value,
-        v.message,
-        v.value,
-        v.ref,
-        v.lower,
-        v.upper,
-        v.unit,
-        _evidence(v.evidence, path),
-        dict(v.labels),
-    ]
-
-
 def _finding(f: Finding) -> list[Any]:
     return [f.check, f.node, f.ok, f.message, f.step, sorted(f.cpus), list(f.versions)]
 
@@ -147,7 +130,7 @@ def dumps(key: str, ev: Evidence, parse: str, path: str, launched: Launched) -> 
         [
             key,
             crc_of(ev, parse),
-            [_verdict(v, path) for v in launched.verdicts],
+            [to_row(v, _evidence(v.evidence, path)) for v in launched.verdicts],
             [_finding(f) for f in launched.findings],
             None if launched.measured is None else [list(m) for m in launched.measured],
             launched.failed,
@@ -167,12 +150,7 @@ def loads(line: str, key: str, ev: Evidence, parse: str, path: str) -> Launched 
             return None
         evid = (path,)
         return Launched(
-            tuple(
-                Verdict(
-                    c, fam, s, Outcome(o), m, val, r, lo, hi, u, evid if e is True else tuple(e or ()), lab
-                )
-                for c, fam, s, o, m, val, r, lo, hi, u, e, lab in verdicts
-            ),
+            tuple(from_row(row, evid) for row in verdicts),
             tuple(
                 Finding(c, n, ok, m, s, frozenset(cpus), tuple(vs)) for c, n, ok, m, s, cpus, vs in findings
             ),

@@ -787,16 +787,18 @@ def judge(
     snaps = [a for a in evidence if a[0].source == "counters"]
     # the link errors' verdicts, kept where their counter snapshots, nodes and site are those they were
     # judged from (checks/kept.py; ~4 s of 2 cores at 256 nodes): none left to judge
-    key = kept.key_of(LINK_ERRORS, launched.unjudged(site), nodes, snaps) if stored is not None else None
-    line = stored.kept(LINK_ERRORS) if stored is not None else None
-    kept_errors = kept.loads(line, key) if line is not None and key is not None else None
+    key, kept_errors = "", None
+    if stored is not None:
+        key = kept.key_of(LINK_ERRORS, launched.unjudged(site), nodes, snaps)
+        line = stored.kept(LINK_ERRORS)
+        kept_errors = None if line is None else kept.loads(line, key)
     links = link_work(site, snaps, nodes) if kept_errors is None else None
     # where an EFA or Slingshot node's devices sit on PCI: aws-ofi-nccl names the devices it uses by address
     addresses = device_addresses(evidence)
     (verdicts, rows, findings), link_errors = judge_steps(site, steps, addresses, links, stored)
     if kept_errors is not None:
         link_errors = kept_errors
-    elif stored is not None and key is not None and (judged := kept.dumps(key, link_errors)) is not None:
+    elif stored is not None and (judged := kept.dumps(key, link_errors)) is not None:
         stored.keep[LINK_ERRORS] = judged
     paths = {step_id(ev.meta): p for ev, p in steps}
     crowded = crowded_steps(findings.bound, paths)

@@ -8,7 +8,7 @@ reason (the verdict is WAIVED, never PASS).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,6 +229,43 @@ def against(
     if outcome is Outcome.FAIL and reference.xfail:
         outcome, msg = Outcome.WAIVED, f"{msg}; waived: {reference.xfail}"
     return outcome, msg.replace("  ", " ")
+
+
+def to_row(v: Verdict, evidence: bool | list[str]) -> list[Any]:
+    """``v`` as a list JSON writes, in its fields' order, with ``evidence`` standing for its evidence refs
+    (the stored step judgements write ``true`` for "its own step's"): how checks/launched.py and
+    checks/kept.py keep verdicts in the run."""
+    return [
+        v.check,
+        v.family,
+        v.subject,
+        v.outcome.value,
+        v.message,
+        v.value,
+        v.ref,
+        v.lower,
+        v.upper,
+        v.unit,
+        evidence,
+        dict(v.labels),
+    ]
+
+
+def from_row(row: Sequence[Any], own: tuple[str, ...] = ()) -> Verdict:
+    """The verdict of a :func:`to_row` list; its evidence ``own`` where the row says ``true``, none where
+    ``false``. TypeError or ValueError where the list is not such a row (a damaged file: the callers judge
+    again)."""
+    c, fam, s, o, m, val, r, lo, hi, u, e, lab = row
+    return Verdict(
+        c, fam, s, Outcome(o), m, val, _bound(r), _bound(lo), _bound(hi), u,
+        own if e is True else tuple(e or ()), dict(lab),
+    )  # fmt: skip
+
+
+def _bound(x: Any) -> float | None:
+    if x is not None and type(x) not in (int, float):
+        raise TypeError(f"a reference value, got {x!r}")
+    return x  # type: ignore[no-any-return]
 
 
 def expect(
