@@ -74,7 +74,12 @@ def test_one_relaunch_wave_per_job_and_its_time_is_counted(tmp_path: Path) -> No
     assert RELAUNCH_WAVES == 1 and job_seconds(one_round, limits, False) == 100 + relaunch + DRIVER_MARGIN_S
 
 
-def _hung_step(stdout: str, meta: dict[str, str]) -> list[str]:
+def _hung_step(
+    stdout: str,
+    meta: dict[str, str],
+    returncode: int | None = None,
+    stderr: str = "srun: StepId=7.3 tasks 0-1: running\nsrun: forcing job termination\ntimed out after 120 s",
+) -> list[str]:
     from clusteraccept.checks import nccl
     from clusteraccept.evidence import Evidence
     from clusteraccept.site.load import parse_site
@@ -96,8 +101,7 @@ def _hung_step(stdout: str, meta: dict[str, str]) -> list[str]:
         "subject": "vm",
         "nodes": "vm",
     }
-    stderr = "srun: StepId=7.3 tasks 0-1: running\nsrun: forcing job termination\ntimed out after 120 s"
-    ev = Evidence("vm", "nccl-tests", argv=("srun",), returncode=None, stdout=stdout, stderr=stderr,
+    ev = Evidence("vm", "nccl-tests", argv=("srun",), returncode=returncode, stdout=stdout, stderr=stderr,
                   meta={**where, "rail": "", **meta})  # fmt: skip
     return [v.message for v in nccl.judge(s, [(ev, "raw/x")], s.nodes) if v.check == "nccl.launch"]
 
@@ -268,3 +272,18 @@ def test_slurm_order_is_the_allocations_and_numeric_where_it_says_nothing() -> N
     assert slurm_order(("node10", "node9", "node2"), "") == ("node2", "node9", "node10")
     assert slurm_order(("x2", "node1", "x1"), "node1") == ("node1", "x1", "x2")
     assert slurm_order(("b", "a"), "node[") == ("a", "b")  # an allocation that does not expand
+
+
+def test_a_step_slurm_ended_at_its_time_limit_before_its_benchmark_began_is_said_to_have_hung_at_launch() -> (
+    None
+):
+    """Not "could not parse nccl-tests output": the step's output is its launch records, and slurmstepd says
+    why it ended."""
+    stderr = f"srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n{SLURM_LIMIT}\n"
+    relaunched = {"relaunched": "hung 120 s before the benchmark printed a line (Slurm's step time limit)"}
+    (msg,) = _hung_step(f"{LAUNCH[6:-1]}\n", relaunched, returncode=143, stderr=stderr)
+    assert msg.startswith(f"step timed out or could not start: {SLURM_LIMIT}; its benchmark never began")
+    assert "launched twice, the first attempt hung 120 s" in msg and "last line" not in msg
+    # one that Slurm ended after its benchmark began is parsed: what it printed is a measurement
+    (msg,) = _hung_step(f"{LAUNCH[6:-1]}\n# nThread 1 nGpus 1\n", {}, returncode=143, stderr=stderr)
+    assert msg.startswith("could not parse nccl-tests output")

@@ -93,13 +93,13 @@ def _what_ran(
 
 
 def _timed_out(ev: Evidence) -> str:
-    """A step the driver ended at its timeout: the driver's own "timed out after" line, the last stderr
-    line the step itself printed (srun's own ``srun: `` lines are left out: after the driver interrupts it
-    they narrate the kill, not the hang), whether the benchmark had begun, and whether this was already the
-    relaunch of a hung launch."""
+    """A step the driver ended at its timeout, or Slurm at its time limit: the driver's "timed out after"
+    line or slurmstepd's "DUE TO TIME LIMIT" one, the last stderr line the step itself printed (srun's own
+    ``srun: `` lines are left out: after the step is interrupted they narrate the kill, not the hang),
+    whether the benchmark had begun, and whether this was already the relaunch of a hung launch."""
     lines = [line.strip() for line in ev.stderr.splitlines() if line.strip()]
-    ours = [line for line in lines if is_timed_out_line(line)]
-    theirs = [line for line in lines if not is_timed_out_line(line) and not line.startswith("srun: ")]
+    ours = [line for line in lines if is_timed_out_line(line) or launch_record.step_time_limit(line)]
+    theirs = [line for line in lines if line not in ours and not line.startswith("srun: ")]
     began = (
         "its benchmark had begun"
         if launch_record.benchmark_began(ev.stdout)
@@ -114,9 +114,14 @@ def _timed_out(ev: Evidence) -> str:
 
 
 def parsed_at_all(ev: Evidence) -> bool:
-    """Whether :func:`judge_step` parses the step's output: not when it was killed with its job or timed
-    out (no output to speak of: judged from how it ended)."""
-    return ev.returncode is not None and not (ev.meta.get("killed_with_job") and ev.returncode != 0)
+    """Whether :func:`judge_step` parses the step's output: not when it was killed with its job, timed out,
+    or was ended by Slurm's step time limit before its benchmark began (no output to speak of: judged from
+    how it ended)."""
+    if ev.returncode is None or (ev.meta.get("killed_with_job") and ev.returncode != 0):
+        return False
+    return ev.returncode == 0 or not (
+        launch_record.step_time_limit(ev.stderr) and not launch_record.benchmark_began(ev.stdout)
+    )
 
 
 def judge_step(

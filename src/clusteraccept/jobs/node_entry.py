@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import threading
 import time
@@ -47,7 +46,7 @@ import hostlist
 from clusteraccept import hostio
 from clusteraccept.evidence import Evidence, slug
 from clusteraccept.families import ALWAYS_PROBED
-from clusteraccept.parsers.launch_record import benchmark_began, launched
+from clusteraccept.parsers.launch_record import benchmark_began, launched, step_time_limit
 from clusteraccept.plan.jobs import CampaignJob, Round, Step
 from clusteraccept.plan.limits import (
     CONTROLLER_WAIT_S,
@@ -246,16 +245,6 @@ def never_started(ev: Evidence) -> bool:
     if ev.returncode is None or step_time_limit(ev.stderr):
         return not benchmark_began(ev.stdout)
     return ev.returncode != 0 and not launched(ev.stdout)
-
-
-# slurmstepd's words when a step's time limit ends it (src/slurmd/slurmstepd/req.c: "*** %s ON %s
-# CANCELLED AT %s DUE TO TIME LIMIT ***", %s "STEP <job>.<step>"; srun's own, older, without " ON %s")
-_STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*")
-
-
-def step_time_limit(stderr: str) -> bool:
-    """Whether Slurm ended the step at its time limit (what slurmstepd prints in its stderr)."""
-    return _STEP_TIME_LIMIT.search(stderr) is not None
 
 
 def _first_attempt(ev: Evidence) -> str:

@@ -16,6 +16,7 @@ record, ``records`` returns none (a step of a run made before the launch record 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from clusteraccept.errors import ParseError
@@ -208,3 +209,14 @@ def launched(stdout: str) -> bool:
     its program: srun could not create it (e.g. "Unable to contact slurm controller" while slurmctld
     restarts, once its MessageTimeout of retries is spent)."""
     return any(line.startswith(MARK) for line in stdout.splitlines())
+
+
+# slurmstepd's words when a step's time limit ends it (src/slurmd/slurmstepd/req.c: "*** %s ON %s
+# CANCELLED AT %s DUE TO TIME LIMIT ***", the entity "STEP <job>.<step>"; srun's own, older, without " ON %s")
+_STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*")
+
+
+def step_time_limit(stderr: str) -> bool:
+    """Did Slurm end the step at its time limit (what slurmstepd prints in the step's stderr)? Its srun
+    --time is the driver's step timeout (srun_step.j2), so either may end a hung step first."""
+    return _STEP_TIME_LIMIT.search(stderr) is not None
