@@ -263,6 +263,19 @@ def test_a_retest_pair_is_launched_with_its_nodes_in_the_allocations_order(
     assert ev.returncode == 0 and ev.stdout.strip() == "# nodes node1,node3"
 
 
+def test_a_one_node_step_is_launched_with_its_node_as_slurm_job_nodelist(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An intra-node step on node2 of a job on node[1-2] is peer 0 of its step: with the job's list, Slurm's
+    mpi/pmix sent its early connection to node1 (33.8 s against 2.2 s on node1, the demo)."""
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    step = Step("node", "intra_node", "all_reduce", ("node2",), None, "node2",
+                shape=("sh", "-c", 'echo "# nodes $SLURM_JOB_NODELIST"'))  # fmt: skip
+    job = CampaignJob("campaign-x", "x", ("node1", "node2"), (Round(0, "r0", (step,)),))
+    (ev,) = drive_campaign(job, 10.0)
+    assert ev.returncode == 0 and ev.stdout.strip() == "# nodes node2"
+
+
 def test_slurm_order_is_the_allocations_and_numeric_where_it_says_nothing() -> None:
     from clusteraccept.jobs.node_entry import slurm_order
 

@@ -170,7 +170,7 @@ def _run_wave(
     """One wave's steps at once (paced ``interval_s`` apart), in one thread: no thread per step."""
     argvs = [local_argv(s) if local else s.argv for s in wave]
     allocation = os.environ.get("SLURM_JOB_NODELIST", "")
-    envs = [{} if local or len(s.nodes) < 2 else step_env(s, allocation) for s in wave]
+    envs = [{} if local else step_env(s, allocation) for s in wave]
     by_tool: dict[str, list[int]] = {}
     for i, s in enumerate(wave):
         by_tool.setdefault(s.tool, []).append(i)
@@ -194,8 +194,8 @@ def _run_wave(
 
 
 def step_env(step: Step, allocation: str = "") -> dict[str, str]:
-    """srun's environment for a multi-node step: SLURM_JOB_NODELIST set to the step's own nodes, in the
-    order Slurm lays the step out (:func:`slurm_order`).
+    """srun's environment for a step: SLURM_JOB_NODELIST set to the step's own nodes, in the order Slurm
+    lays the step out (:func:`slurm_order`).
 
     Slurm's mpi/pmix plugin (24.11, and 25.05's source) builds its job host list from the step
     environment's SLURM_JOB_NODELIST (pmixp_info.c _resources_set) and resolves some peers through it by
@@ -209,11 +209,12 @@ def step_env(step: Step, allocation: str = "") -> dict[str, str]:
     --export=ALL,SLURM_JOB_NODELIST=... does not do it (the same 33 s): it has to be srun's own
     environment. The step's allocation (SLURM_JOB_ID) is unchanged.
 
-    The order matters for the same reason: a confirmation retest pairs its suspect with a healthy partner
+    A one-node step is no exception: an intra-node step on node2 of a job on node[1-2] (peer 0 of its
+    step) sent to node1, and took 33.8 s where the same step on node1 took 2.2 s (the demo, 3 runs). The
+    order matters for the same reason: a confirmation retest pairs its suspect with a healthy partner
     ("node3-node1"); written "node3,node1", index 1 of the step (node3) is node1 in that list, so each
-    node's early connection went to itself, and on the virtual cluster such retests hung at launch in 2 of
-    4 demo runs (both times node3-node1) while the pairs of the first pass, in the allocation's order, did
-    not."""
+    node's early connection went to itself: such retests hung at launch in 3 of the 4 demo runs examined
+    before this (1 to 3 of their 8 rails a run), and in none of the runs since."""
     return {"SLURM_JOB_NODELIST": ",".join(slurm_order(step.nodes, allocation))}
 
 
