@@ -235,6 +235,15 @@ def test_a_launch_hang_ended_by_slurms_step_time_limit_runs_once_more(
     assert fake_slurm.calls == []  # no scontrol ping: srun reached the controller
 
 
+def test_only_a_failed_step_is_taken_for_one_slurm_ended_at_its_time_limit() -> None:
+    from clusteraccept.evidence import Evidence
+    from clusteraccept.jobs.node_entry import never_started
+
+    launched = f"{LAUNCH[6:-1]}\n"
+    assert never_started(Evidence("a", "nccl-tests", returncode=143, stdout=launched, stderr=SLURM_LIMIT))
+    assert not never_started(Evidence("a", "nccl-tests", returncode=0, stdout=launched, stderr=SLURM_LIMIT))
+
+
 def test_a_measurement_ended_by_slurms_step_time_limit_is_not_rerun(tmp_path: Path) -> None:
     (ev,) = drive_campaign(_job((_step("a-b:rail0", _ended_by_slurm(tmp_path / "m", began=True)),)), 10.0)
     assert ev.returncode == 143 and "relaunched" not in ev.meta
@@ -246,7 +255,9 @@ def test_step_time_limit_reads_slurmstepds_and_sruns_words_only() -> None:
     assert step_time_limit(f"srun: Job step aborted\n{SLURM_LIMIT}\n")
     assert step_time_limit("srun: error: *** STEP 7.3 CANCELLED AT 2026-12-05T14:02:11 DUE TO TIME LIMIT ***")
     assert not step_time_limit(SLURM_LIMIT.replace("TIME LIMIT", "PREEMPTION"))
-    assert not step_time_limit(SLURM_LIMIT.replace("STEP 5.1", "JOB 5"))  # the job's limit: it is ending
+    # SLURM_TIME_FORMAT in slurmd's environment may write the time with spaces
+    assert step_time_limit(SLURM_LIMIT.replace("2026-12-05T14:02:11", "Sat Dec 5 14:02"))
+    assert not step_time_limit(SLURM_LIMIT.replace("STEP 5.1", "JOB 5"))  # the batch step's words
     assert not step_time_limit("NCCL WARN timed out")
 
 
@@ -280,8 +291,8 @@ def test_slurm_order_is_the_allocations_and_numeric_where_it_says_nothing() -> N
     from clusteraccept.jobs.node_entry import slurm_order
 
     assert slurm_order(("node3", "node1"), "node[1-4]") == ("node1", "node3")
-    # the node table's order, which need not be numeric: slurm.conf may list node10 before node2
-    assert slurm_order(("node2", "node10"), "node10,node2") == ("node10", "node2")
+    # Slurm's own sort (the allocation's order) compares the prefix before the last number as a string
+    assert slurm_order(("a9-n1", "a10-n1"), "a10-n1,a9-n1") == ("a10-n1", "a9-n1")
     assert slurm_order(("node10", "node9", "node2"), "") == ("node2", "node9", "node10")
     assert slurm_order(("x2", "node1", "x1"), "node1") == ("node1", "x1", "x2")
     assert slurm_order(("b", "a"), "node[") == ("a", "b")  # an allocation that does not expand

@@ -219,9 +219,11 @@ def step_env(step: Step, allocation: str = "") -> dict[str, str]:
 
 
 def slurm_order(nodes: Sequence[str], allocation: str) -> tuple[str, ...]:
-    """``nodes`` in the order Slurm gives a step on them: the order of its node table, which is the order
-    of the job's own SLURM_JOB_NODELIST (``allocation``: slurmctld writes both from node bitmaps); nodes the
-    allocation does not name (no Slurm job, a test) after them, numerically sorted as hostlists are."""
+    """``nodes`` in the order Slurm lists a step's nodes: slurmctld writes node lists hostlist-sorted
+    (node_conf.c bitmap2node_name), and the job's own SLURM_JOB_NODELIST (``allocation``) shows that order
+    for every node of the job. Slurm's sort compares the prefix before a name's last number as a string
+    ("a10-n1" before "a9-n1"), which Python's numeric sort need not match: it orders only the nodes the
+    allocation does not name (no Slurm job, a test)."""
     index = _allocation_index(allocation)
     rest = {n: i for i, n in enumerate(hostlist.numerically_sorted(list(nodes)))}
     return tuple(sorted(nodes, key=lambda n: (index.get(n, len(index)), rest[n])))
@@ -240,10 +242,9 @@ def _allocation_index(allocation: str) -> dict[str, int]:
 def never_started(ev: Evidence) -> bool:
     """The step's benchmark never ran: it hung in its launch (probes/launch.py prints a launch record
     before it execs the benchmark, so its output is launch records at most) and was ended there by the
-    driver's timeout or by Slurm's step time limit (:func:`step_time_limit`: the srun --time of
-    srun_step.j2 is the same bound, and either may end it first); or it failed before any rank printed its
-    launch record (srun could not create the step)."""
-    if ev.returncode is None or step_time_limit(ev.stderr):
+    driver's timeout or by Slurm's step time limit (:func:`step_time_limit`); or it failed before any rank
+    printed its launch record (srun could not create the step)."""
+    if ev.returncode is None or (ev.returncode != 0 and step_time_limit(ev.stderr)):
         return not benchmark_began(ev.stdout)
     return ev.returncode != 0 and not launched(ev.stdout)
 
@@ -254,7 +255,7 @@ def _first_attempt(ev: Evidence) -> str:
     said = [line for line in ev.stderr.strip().splitlines() if line.strip()]
     if ev.returncode is None:
         how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line"
-    elif step_time_limit(ev.stderr):
+    elif ev.returncode != 0 and step_time_limit(ev.stderr):
         how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line (Slurm's step time limit)"
     else:
         how = f"exited {ev.returncode} after {ev.duration_s:.0f} s before any rank started"

@@ -251,14 +251,19 @@ def to_row(v: Verdict, evidence: bool | list[str]) -> list[Any]:
     ]
 
 
-def from_row(row: Sequence[Any], own: tuple[str, ...] = ()) -> Verdict:
-    """The verdict of a :func:`to_row` list; its evidence ``own`` where the row says ``true``, none where
-    ``false``. TypeError or ValueError where the list is not such a row (a damaged file: the callers judge
-    again)."""
+def from_row(row: Sequence[Any], own: tuple[str, ...] | None = None) -> Verdict:
+    """The verdict of a :func:`to_row` list; its evidence ``own`` where the row says ``true`` (a row that
+    says so where no ``own`` is given is refused), none where ``false``. TypeError or ValueError where the
+    list is not such a row (a damaged file: the callers judge again)."""
     c, fam, s, o, m, val, r, lo, hi, u, e, lab = row
+    if type(e) is not bool:
+        evidence = tuple(e)
+    elif own is None:
+        raise TypeError(f"evidence refs, got {e!r}")
+    else:
+        evidence = own if e else ()
     return Verdict(
-        c, fam, s, Outcome(o), m, val, _bound(r), _bound(lo), _bound(hi), u,
-        own if e is True else tuple(e or ()), dict(lab),
+        c, fam, s, Outcome(o), m, val, _bound(r), _bound(lo), _bound(hi), u, evidence, dict(lab)
     )  # fmt: skip
 
 

@@ -213,10 +213,16 @@ def launched(stdout: str) -> bool:
 
 # slurmstepd's words when a step's time limit ends it (src/slurmd/slurmstepd/req.c: "*** %s ON %s
 # CANCELLED AT %s DUE TO TIME LIMIT ***", the entity "STEP <job>.<step>"; srun's own, older, without " ON %s")
-_STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT \S+ DUE TO TIME LIMIT \*\*\*")
+# (the time as slurm_make_time_str writes it, which SLURM_TIME_FORMAT may give spaces). slurmd signals every
+# step so when the *job's* time limit is reached too: the driver then gets its own SIGTERM (node_entry's
+# "ending"), which is what tells the two apart
+_STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT .+? DUE TO TIME LIMIT \*\*\*")
 
 
 def step_time_limit(stderr: str) -> bool:
     """Did Slurm end the step at its time limit (what slurmstepd prints in the step's stderr)? Its srun
-    --time is the driver's step timeout (srun_step.j2), so either may end a hung step first."""
+    --time is the driver's step timeout rounded up to whole minutes (srun_step.j2), and slurmctld counts
+    it from the step's start in whole seconds: a step hung at launch was seen ended by it at 119.7 s of a
+    120-s driver timeout (the demo, Slurm 24.11). A relaunch after a controller wait, whose driver
+    timeout is longer, or a site srun_options -t, meets it first as a rule."""
     return _STEP_TIME_LIMIT.search(stderr) is not None

@@ -114,6 +114,9 @@ def test_kept_verdicts_are_used_only_under_their_key_and_whole() -> None:
     assert (
         kept.loads('["k1", [["c","f","s","not-an-outcome","m",null,null,null,null,"",[],{}]]]', "k1") is None
     )
+    # kept rows name their evidence: 'true' (the stored step judgements' "its own step's") is no row of them
+    assert kept.loads('["k1", [["c","f","s","pass","m",null,null,null,null,"",true,{}]]]', "k1") is None
+    assert kept.loads('["k1", [["c","f","s","pass","m",null,"1",null,null,"",[],{}]]]', "k1") is None
     # a value JSON would not give back as it is: nothing kept, the family is judged every time
     assert kept.dumps("k1", [replace(VERDICTS[0], value=(1, 2))]) is None  # type: ignore[arg-type]
     assert kept.dumps("k1", [replace(VERDICTS[0], ref=complex(1, 2))]) is None  # type: ignore[arg-type]

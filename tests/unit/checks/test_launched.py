@@ -5,6 +5,7 @@ new baselines from it gives what judging the step from its parse gives."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -124,6 +125,12 @@ def test_a_stored_judgement_is_only_for_its_step_and_key() -> None:
         assert launched.loads(line, key, other, LINE, PATH) is None
     for damaged in (line[:-3], "[]", "{}", line.replace(f'"{key}"', "7", 1), "not json"):
         assert launched.loads(damaged, key, ev, LINE, PATH) is None
+    # a verdict row whose reference is not a number, or whose evidence is neither refs nor true/false
+    got_key, crc, verdicts, *rest = json.loads(line)
+    for bad in ({6: "1"}, {8: [1]}, {10: None}):
+        rows = [[bad.get(i, x) for i, x in enumerate(v)] for v in verdicts]
+        assert launched.loads(json.dumps([got_key, crc, rows, *rest]), key, ev, LINE, PATH) is None
+    assert launched.loads(json.dumps([got_key, crc, verdicts, *rest]), key, ev, LINE, PATH) is not None
 
 
 def test_the_key_is_the_site_less_its_baselines_and_the_same_in_every_process() -> None:
