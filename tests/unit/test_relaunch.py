@@ -250,15 +250,19 @@ def test_a_measurement_ended_by_slurms_step_time_limit_is_not_rerun(tmp_path: Pa
 
 
 def test_step_time_limit_reads_slurmstepds_and_sruns_words_only() -> None:
-    from clusteraccept.jobs.node_entry import step_time_limit
+    from clusteraccept.parsers.launch_record import step_time_limit
 
-    assert step_time_limit(f"srun: Job step aborted\n{SLURM_LIMIT}\n")
-    assert step_time_limit("srun: error: *** STEP 7.3 CANCELLED AT 2026-12-05T14:02:11 DUE TO TIME LIMIT ***")
-    assert not step_time_limit(SLURM_LIMIT.replace("TIME LIMIT", "PREEMPTION"))
+    assert step_time_limit(143, f"srun: Job step aborted\n{SLURM_LIMIT}\n")
+    assert step_time_limit(
+        143, "srun: error: *** STEP 7.3 CANCELLED AT 2026-12-05T14:02:11 DUE TO TIME LIMIT ***"
+    )
+    assert not step_time_limit(143, SLURM_LIMIT.replace("TIME LIMIT", "PREEMPTION"))
     # SLURM_TIME_FORMAT in slurmd's environment may write the time with spaces
-    assert step_time_limit(SLURM_LIMIT.replace("2026-12-05T14:02:11", "Sat Dec 5 14:02"))
-    assert not step_time_limit(SLURM_LIMIT.replace("STEP 5.1", "JOB 5"))  # the batch step's words
-    assert not step_time_limit("NCCL WARN timed out")
+    assert step_time_limit(143, SLURM_LIMIT.replace("2026-12-05T14:02:11", "Sat Dec 5 14:02"))
+    assert not step_time_limit(143, SLURM_LIMIT.replace("STEP 5.1", "JOB 5"))  # the batch step's words
+    assert not step_time_limit(143, "NCCL WARN timed out")
+    # a step that exited 0 is a result, one without a returncode the driver's timeout ended
+    assert not step_time_limit(0, SLURM_LIMIT) and not step_time_limit(None, SLURM_LIMIT)
 
 
 def test_a_retest_pair_is_launched_with_its_nodes_in_the_allocations_order(

@@ -98,7 +98,7 @@ def _timed_out(ev: Evidence) -> str:
     ``srun: `` lines are left out: after the step is interrupted they narrate the kill, not the hang),
     whether the benchmark had begun, and whether this was already the relaunch of a hung launch."""
     lines = [line.strip() for line in ev.stderr.splitlines() if line.strip()]
-    ours = [line for line in lines if is_timed_out_line(line) or launch_record.step_time_limit(line)]
+    ours = [line for line in lines if is_timed_out_line(line) or launch_record.step_time_limit_line(line)]
     theirs = [line for line in lines if line not in ours and not line.startswith("srun: ")]
     began = (
         "its benchmark had begun"
@@ -119,8 +119,9 @@ def parsed_at_all(ev: Evidence) -> bool:
     how it ended)."""
     if ev.returncode is None or (ev.meta.get("killed_with_job") and ev.returncode != 0):
         return False
-    return ev.returncode == 0 or not (
-        launch_record.step_time_limit(ev.stderr) and not launch_record.benchmark_began(ev.stdout)
+    return not (
+        launch_record.step_time_limit(ev.returncode, ev.stderr)
+        and not launch_record.benchmark_began(ev.stdout)
     )
 
 

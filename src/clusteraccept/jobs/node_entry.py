@@ -225,8 +225,7 @@ def slurm_order(nodes: Sequence[str], allocation: str) -> tuple[str, ...]:
     ("a10-n1" before "a9-n1"), which Python's numeric sort need not match: it orders only the nodes the
     allocation does not name (no Slurm job, a test)."""
     index = _allocation_index(allocation)
-    rest = {n: i for i, n in enumerate(hostlist.numerically_sorted(list(nodes)))}
-    return tuple(sorted(nodes, key=lambda n: (index.get(n, len(index)), rest[n])))
+    return tuple(sorted(nodes, key=lambda n: (index.get(n, len(index)), hostlist.numeric_sort_key(n))))
 
 
 @lru_cache(maxsize=4)
@@ -244,7 +243,7 @@ def never_started(ev: Evidence) -> bool:
     before it execs the benchmark, so its output is launch records at most) and was ended there by the
     driver's timeout or by Slurm's step time limit (:func:`step_time_limit`); or it failed before any rank
     printed its launch record (srun could not create the step)."""
-    if ev.returncode is None or (ev.returncode != 0 and step_time_limit(ev.stderr)):
+    if ev.returncode is None or step_time_limit(ev.returncode, ev.stderr):
         return not benchmark_began(ev.stdout)
     return ev.returncode != 0 and not launched(ev.stdout)
 
@@ -255,7 +254,7 @@ def _first_attempt(ev: Evidence) -> str:
     said = [line for line in ev.stderr.strip().splitlines() if line.strip()]
     if ev.returncode is None:
         how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line"
-    elif ev.returncode != 0 and step_time_limit(ev.stderr):
+    elif step_time_limit(ev.returncode, ev.stderr):
         how = f"hung {ev.duration_s:.0f} s before the benchmark printed a line (Slurm's step time limit)"
     else:
         how = f"exited {ev.returncode} after {ev.duration_s:.0f} s before any rank started"
@@ -316,7 +315,9 @@ def _relaunch(
     could not create some of them, first wait for the controller (a slurmctld restart); then for the
     controller to have ended the job's earlier steps, whose CPUs the relaunch needs (STEPS_SETTLE_S)."""
     waited = ""
-    if not local and any(evs[i].returncode is not None and not step_time_limit(evs[i].stderr) for i in hung):
+    if not local and any(
+        evs[i].returncode is not None and not step_time_limit(evs[i].returncode, evs[i].stderr) for i in hung
+    ):
         waited = "; " + _controller_back(CONTROLLER_WAIT_S, stop)
         timeout_s += PENDING_RETRY_S  # a step the restarted controller leaves pending: srun asks again
     if not local and (settled := _steps_ended(STEPS_SETTLE_S, stop)):

@@ -219,10 +219,16 @@ def launched(stdout: str) -> bool:
 _STEP_TIME_LIMIT = re.compile(r"\*\*\* STEP \S+ (?:ON \S+ )?CANCELLED AT .+? DUE TO TIME LIMIT \*\*\*")
 
 
-def step_time_limit(stderr: str) -> bool:
-    """Did Slurm end the step at its time limit (what slurmstepd prints in the step's stderr)? Its srun
+def step_time_limit_line(line: str) -> bool:
+    """Is ``line`` slurmstepd's (or srun's) word that a step's time limit ended it?"""
+    return _STEP_TIME_LIMIT.search(line) is not None
+
+
+def step_time_limit(returncode: int | None, stderr: str) -> bool:
+    """Did Slurm end the step at its time limit: it failed (a step that exited 0 is a result, and one the
+    driver's timeout ended has no returncode) and slurmstepd says so in its stderr? Its srun
     --time is the driver's step timeout rounded up to whole minutes (srun_step.j2), and slurmctld counts
     it from the step's start in whole seconds: a step hung at launch was seen ended by it at 119.7 s of a
     120-s driver timeout (the demo, Slurm 24.11). A relaunch after a controller wait, whose driver
     timeout is longer, or a site srun_options -t, meets it first as a rule."""
-    return _STEP_TIME_LIMIT.search(stderr) is not None
+    return returncode not in (None, 0) and step_time_limit_line(stderr)
