@@ -227,3 +227,70 @@ def test_status_says_which_slurm_runs_and_what_its_root_holds(vcluster: ClusterI
 
     text = status(vcluster.state_dir)
     assert "Slurm 24.11.5" in text and "Debian trixie" in text and "openmpi-bin 5.0.7" in text, text
+
+
+def test_pmix_steps_on_any_nodes_of_their_job_launch_without_pmix_retries(
+    vcluster: ClusterInfo, tmp_path: Path
+) -> None:
+    """The campaign driver gives each step's srun its own nodes as SLURM_JOB_NODELIST, in Slurm's order
+    (jobs/node_entry.step_env): without it, Slurm's mpi/pmix sends a step's early connections to the nodes
+    of the job's list by the step's own peer index. Under MpiDefault=pmix, in a job on node[1-4]: a one-node
+    step on node2 (peer 0 of its step: sent to node1), a pair on node3,node4 (sent to node1, node2) and a
+    retest's pair written in its suspect-first order, node3-node1 (each node's connection sent to itself).
+    Each went to pmix's retries ("pmixp_p2p_send: ... send failed, rc=2, exceeded the retry limit" in
+    slurmd's log, ~31 s) or hung until the driver relaunched it."""
+    from clusteraccept.jobs.submit import JobLayer
+
+    site = parse_site(
+        Path("vtest.yaml"),
+        {
+            "name": "vtest",
+            "slurm": {
+                "partition": vcluster.partition,
+                "slurm_conf": str(vcluster.slurm_conf),
+                "bin_dir": str(vcluster.bin_dir),
+                "python": str(vcluster.python),
+                "step_timeout_s": 90,
+            },
+            "nodes": ",".join(vcluster.nodes),
+            "node_types": {"fake": {"gpus": 8, "rails": {}}},
+        },
+    )
+
+    def step(nodes: tuple[str, ...], subject: str) -> Step:
+        n = str(len(nodes))
+        argv = ("srun", f"-N{n}", f"-n{n}", "-w", ",".join(nodes), "--exact", "--overlap", "--mpi=pmix")
+        kind, scope = ("node", "intra_node") if len(nodes) == 1 else ("pair", "pair_in_block")
+        # a step that lives a few seconds, as a benchmark does: one that ends at once leaves its peers'
+        # connections to a step daemon that is gone, which pmix retries for ~31 s as well
+        return Step(
+            kind, scope, "sendrecv", nodes, 0, subject, shape=(*argv, "sh", "-c", "sleep 3; hostname")
+        )
+
+    rnd = Round(
+        0,
+        "pmix",
+        (
+            step(("node2",), "node2"),
+            step(("node3", "node4"), "node3-node4:rail0"),
+            step(("node3", "node1"), "node3-node1:rail0"),
+        ),
+    )
+    run = tmp_path / "run"
+    (run / "raw").mkdir(parents=True)
+    layer = JobLayer(site, run)
+    layer.submit_campaign(CampaignJob("campaign-pmix", "x", tuple(vcluster.nodes), (rnd,), snapshots=False))
+    (outcome,) = layer.wait()
+    assert outcome.state == "COMPLETED", outcome.message
+    steps = {e.meta.get("subject"): e for e in outcome.evidence if e.source != "counters"}
+    assert set(steps) == {"node2", "node3-node4:rail0", "node3-node1:rail0"}, steps
+    for subject, ev in steps.items():
+        assert ev.returncode == 0 and "relaunched" not in ev.meta, (subject, ev.stderr[-800:], ev.meta)
+        assert sorted(ev.stdout.split()) == sorted(subject.split(":")[0].split("-")), (subject, ev.stdout)
+    retries = [
+        f"{log.name}: {line}"
+        for log in sorted(vcluster.log_dir.glob("slurmd-*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if f"[{outcome.job_id}." in line and "pmixp" in line and "error" in line
+    ]
+    assert not retries, "\n".join(retries[:5])
