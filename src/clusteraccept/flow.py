@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from clusteraccept import checks
+from clusteraccept import checks, gcpause
 from clusteraccept.checks import kept
 from clusteraccept.checks import nccl as nccl_check
 from clusteraccept.checks.confirm import suspects_of
@@ -370,24 +370,8 @@ def preflight(site: Site, executor: str) -> tuple[Site, JobOutcome | None]:
     return replace(site, nodes=keep, blocks=blocks, nvlink_domains=kept), outcome
 
 
-@contextmanager
-def _no_cycles_collected() -> Iterator[None]:
-    """Python's cyclic collector paused while the plan is made and its job files written: a plan is
-    millions of acyclic objects (a Step per pair and rail: 1.1 million at 4,096 nodes) that each full
-    collection walks again as the heap grows (measured at 4,096 nodes: ~25% of a dry run's
-    ``flow.execute``). Reference counting still frees everything; the collector is back on before the
-    jobs are waited for."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def execute(req: Request) -> dict[str, Any]:
-    with _no_cycles_collected():
+    with gcpause.paused():
         # the SHARP on/off runs and the NVLink domains' collectives are campaign steps of their families
         campaigns = (
             req.nccl
@@ -543,7 +527,7 @@ def rejudge(site: Site, run_dir: Path, token: str | None = None, reparse: bool =
     results.pop("verdicts", None)  # a run written before the record's split: its verdicts move to the store
     # The run's evidence and verdicts are millions of acyclic objects that each full collection walks again
     # as they grow (2.3 s of the 6.8 s that reading a 256-node run's raw/ took); judging makes few cycles.
-    with _no_cycles_collected():
+    with gcpause.paused():
         archived = load_archived(run_dir)
         families = tuple(f for f in results.get("families", []) if f != "nccl")
         nccl = "nccl" in results.get("families", [])
