@@ -126,8 +126,7 @@ def _members(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """A bundle's members, read whole before any is returned: a bundle cut off (a disk that filled, a copy
     that stopped) is an error naming it, never read as a complete one."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            members = [json.loads(line) for line in fh]
+        members = _decoded(gzip.decompress(path.read_bytes()).decode("utf-8"))
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError) as exc:
         raise ArchiveError(
             f"{path}: evidence bundle cut off or corrupt ({exc}): {_what(path)} is incomplete, not read"
@@ -140,6 +139,28 @@ def _members(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 f"{_what(path)} not read"
             )
         yield d.pop("member"), d
+
+
+def _decoded(text: str) -> list[Any]:
+    """A bundle's JSON lines, decoded as one JSON array: one call into json's C decoder per bundle instead
+    of a ``json.loads`` per line (and gzip's line-by-line text reader: together ~20% of reading a 256-node
+    run's raw/). A line that is not JSON is found line by line, so that its error names it as before. The
+    lines are split at "\\n" only: JSON escapes every control character inside a string."""
+    lines = text.split("\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the last line's end
+    try:
+        members: list[Any] = json.loads("[" + ",".join(lines) + "]")
+    except ValueError:
+        members = []
+    if len(members) == len(lines):
+        return members
+    for n, line in enumerate(lines, 1):  # a line that is not one JSON value (or two on a line) says which
+        try:
+            json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"line {n}: {exc}") from None
+    raise ValueError("a line holds more than one JSON value")
 
 
 def _evidence(path: Path, member: str, d: dict[str, Any]) -> Evidence:
