@@ -10,33 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vcsite import make_site
 
 from clusteraccept.errors import SubmitError
 from clusteraccept.jobs.submit import JobLayer
 from clusteraccept.plan.jobs import CampaignJob, ProbeJob, Round, Step
 from clusteraccept.site.load import parse_site
-from clusteraccept.site.model import Site
 
 pytestmark = pytest.mark.vcluster
-
-
-def make_site(info: Any, **slurm: Any) -> Site:
-    data = {
-        "name": "vtest",
-        "slurm": {
-            "executor": "slurm",
-            "partition": info.partition,
-            "time_limit_min": 2,
-            "step_timeout_s": 60,
-            "slurm_conf": str(info.slurm_conf),
-            "bin_dir": str(info.bin_dir),
-            "python": str(info.python),
-            **slurm,
-        },
-        "nodes": ",".join(info.nodes),
-        "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
-    }
-    return parse_site(Path("vtest.yaml"), data)
 
 
 def run_dir(info: Any, name: str) -> Path:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vcsite import REPO, demo_site_text
+from vcsite import REPO, demo_site_text, make_site
 
 from clusteraccept.jobs import slurm_clients
 from clusteraccept.judge import record
@@ -241,21 +241,7 @@ def test_pmix_steps_on_any_nodes_of_their_job_launch_without_pmix_retries(
     slurmd's log, ~31 s) or hung until the driver relaunched it."""
     from clusteraccept.jobs.submit import JobLayer
 
-    site = parse_site(
-        Path("vtest.yaml"),
-        {
-            "name": "vtest",
-            "slurm": {
-                "partition": vcluster.partition,
-                "slurm_conf": str(vcluster.slurm_conf),
-                "bin_dir": str(vcluster.bin_dir),
-                "python": str(vcluster.python),
-                "step_timeout_s": 90,
-            },
-            "nodes": ",".join(vcluster.nodes),
-            "node_types": {"fake": {"gpus": 8, "rails": {}}},
-        },
-    )
+    site = make_site(vcluster, step_timeout_s=90, time_limit_min=5)
 
     def step(nodes: tuple[str, ...], subject: str) -> Step:
         n = str(len(nodes))

@@ -10,9 +10,31 @@ from typing import Any
 
 from clusteraccept.jobs.archive import load_all
 from clusteraccept.judge import record
+from clusteraccept.site.load import parse_site
+from clusteraccept.site.model import Site
 from clusteraccept.vcluster import ClusterInfo
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def make_site(info: Any, **slurm: Any) -> Site:
+    """A one-rail site of the cluster's nodes for the job layer's own tests, ``slurm`` keys over these."""
+    data = {
+        "name": "vtest",
+        "slurm": {
+            "executor": "slurm",
+            "partition": info.partition,
+            "time_limit_min": 2,
+            "step_timeout_s": 60,
+            "slurm_conf": str(info.slurm_conf),
+            "bin_dir": str(info.bin_dir),
+            "python": str(info.python),
+            **slurm,
+        },
+        "nodes": ",".join(info.nodes),
+        "node_types": {"fake": {"gpus": 8, "rails": {"gpu0": {"hca": "mlx5_0"}}}},
+    }
+    return parse_site(Path("vtest.yaml"), data)
 
 
 def demo_site_text(info: ClusterInfo, name: str = "demo") -> str:

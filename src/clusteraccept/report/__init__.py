@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusteraccept import gcpause
 from clusteraccept.judge import record
 from clusteraccept.rundir import read_json, write_json
 
@@ -44,9 +43,6 @@ def signoff_block(name: str | None, role: str | None, date: str | None = None) -
     return {"name": name or "", "role": role or "", "date": date or datetime.now(UTC).date().isoformat()}
 
 
-# The digest makes a chart row and a trend value of every verdict (2.5 million objects at 1,024 nodes), and
-# junit.xml and the HTML more: in the collector's way they cost ~20% more (1,024 nodes, in-process).
-@gcpause.paused()
 def write_reports(
     run_dir: Path,
     *,
