@@ -155,12 +155,13 @@ def _decoded(text: str) -> list[Any]:
         members = []
     if len(members) == len(lines):
         return members
-    for n, line in enumerate(lines, 1):  # a line that is not one JSON value (or two on a line) says which
+    # Some line is not one JSON value alone (lines that each are join into an array of as many): say which.
+    for n, line in enumerate(lines, 1):
         try:
             json.loads(line)
         except ValueError as exc:
             raise ValueError(f"line {n}: {exc}") from None
-    raise ValueError("a line holds more than one JSON value")
+    raise AssertionError("bundle lines that each decode alone did not decode as an array of as many")
 
 
 def _evidence(path: Path, member: str, d: dict[str, Any]) -> Evidence:
